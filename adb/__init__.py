@@ -1,0 +1,21 @@
+"""adb: DB-API drivers (psycopg2, PyMySQL, sqlite3, any PEP 249 module) on a
+thread pool, with results handed back to asyncio, Tornado, Twisted or plain code.
+
+``from adb import Database`` is the asyncio front-end; ``adb.tornado``,
+``adb.twisted`` and ``adb.sync`` hold the others.
+"""
+
+from . import errors
+from .asyncio import Database
+from .errors import (ConnectionLost, Error, ForkError, InterfaceError, PoolClosed,
+                     PoolTimeout, QueueFull, TransactionError)
+from .rows import dict_row, namedtuple_row, tuple_row
+from .transaction import Transaction, TxState
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Database", "Transaction", "TxState", "errors", "Error", "InterfaceError", "PoolClosed",
+    "PoolTimeout", "QueueFull", "TransactionError", "ConnectionLost", "ForkError",
+    "tuple_row", "dict_row", "namedtuple_row", "__version__",
+]

@@ -1,0 +1,69 @@
+"""sqlite3 (standard library).
+
+Concurrency strategy for several workers on one file: WAL journal (readers never
+block the writer), ``synchronous=NORMAL`` (safe with WAL: a crash of the process
+loses nothing; a power cut may lose the last commits but never corrupts), a busy
+timeout so a writer waits for the lock instead of failing with "database is
+locked", and ``BEGIN IMMEDIATE`` for transactions so two transactions never
+deadlock upgrading a read lock. URL query keys ``journal_mode`` and
+``synchronous`` override the first two, ``timeout`` (seconds, default 30) the wait.
+An in-memory database (``sqlite://``) exists in a single connection, so it gets
+a single worker.
+"""
+
+from ..errors import InterfaceError
+from .base import Driver
+
+_PRAGMAS = {"journal_mode": "wal", "synchronous": "normal"}
+_PRAGMA_VALUES = {
+    "journal_mode": {"delete", "truncate", "persist", "memory", "wal", "off"},
+    "synchronous": {"off", "normal", "full", "extra", "0", "1", "2", "3"},
+}
+
+
+class SQLiteDriver(Driver):
+    autocommit = True
+
+    def check(self, kwargs):
+        self.pragmas = {}
+        for key, default in _PRAGMAS.items():
+            value = str(kwargs.pop(key, default)).lower()
+            if value not in _PRAGMA_VALUES[key]:
+                raise InterfaceError(
+                    f"sqlite {key}={value!r} is not one of {sorted(_PRAGMA_VALUES[key])}")
+            self.pragmas[key] = value
+        try:
+            kwargs["timeout"] = float(kwargs.get("timeout", 30.0))
+        except ValueError:
+            raise InterfaceError(f"sqlite timeout={kwargs['timeout']!r} is not a number") from None
+        kwargs["isolation_level"] = None
+        kwargs["check_same_thread"] = False  # each connection stays in one worker anyway
+        kwargs.setdefault("database", ":memory:")
+        if kwargs["database"] == ":memory:" or "mode=memory" in str(kwargs["database"]):
+            self.max_pool_size = 1
+            self.pragmas.pop("journal_mode")
+        if str(kwargs["database"]).startswith("file:"):
+            kwargs.setdefault("uri", True)
+        return super().check(kwargs)
+
+    def connect(self):
+        conn = super().connect()
+        for key, value in self.pragmas.items():
+            conn.execute(f"pragma {key}={value}")  # values checked against a fixed set
+        return conn
+
+    def begin(self, conn):
+        conn.execute("begin immediate")
+
+    def commit(self, conn):
+        conn.execute("commit")
+
+    def rollback(self, conn):
+        if conn.in_transaction:
+            conn.execute("rollback")
+
+    def is_disconnect(self, exc, conn):
+        return isinstance(exc, self.dbapi.ProgrammingError) and "closed" in str(exc)
+
+
+DRIVER = SQLiteDriver

@@ -1,0 +1,49 @@
+"""Row factories: how ``runQuery`` shapes the rows a driver returns.
+
+A row factory is a function ``(cursor.description, rows) -> list``; it runs in the
+worker thread. Pass one (or its name: ``"tuple"``, ``"dict"``, ``"namedtuple"``) as
+``row_factory=`` to a Database or to a single ``runQuery`` call.
+"""
+
+import collections
+import functools
+
+from .errors import InterfaceError
+
+
+def tuple_row(description, rows):
+    """Rows as the driver returns them (tuples), in a list."""
+    return rows if isinstance(rows, list) else list(rows)
+
+
+def dict_row(description, rows):
+    """Each row as a dict keyed by column name."""
+    names = [d[0] for d in description]
+    return [dict(zip(names, row)) for row in rows]
+
+
+@functools.lru_cache(maxsize=256)
+def _row_class(names):
+    return collections.namedtuple("Row", names, rename=True)
+
+
+def namedtuple_row(description, rows):
+    """Each row as a named tuple (columns that are not identifiers become _0, _1...)."""
+    cls = _row_class(tuple(d[0] for d in description))
+    make = cls._make
+    return [make(row) for row in rows]
+
+
+_BY_NAME = {"tuple": tuple_row, "dict": dict_row, "namedtuple": namedtuple_row}
+
+
+def resolve(factory):
+    """Turn a name or callable into a row factory; None means the tuple default."""
+    if factory is None:
+        return tuple_row
+    if callable(factory):
+        return factory
+    if factory in _BY_NAME:
+        return _BY_NAME[factory]
+    raise InterfaceError(
+        f"row_factory must be 'tuple', 'dict', 'namedtuple' or a callable, not {factory!r}")

@@ -1,0 +1,20 @@
+"""The Tornado front-end: a Database bound to a Tornado ``IOLoop``.
+
+Results are the asyncio futures Tornado 6 runs on, so handlers ``await`` them
+(``async def``) or ``yield`` them (``@gen.coroutine``). Binding happens at
+construction, so the Database may be created before the IOLoop starts.
+"""
+
+from tornado.ioloop import IOLoop
+
+from . import asyncio as _asyncio
+
+
+class Database(_asyncio.Database):
+    __doc__ = _asyncio.BaseDatabase.__doc__ + """
+    :param ioloop: the IOLoop to deliver results on (default ``IOLoop.current()``).
+    """
+
+    def __init__(self, url=None, *, ioloop=None, **kwargs):
+        self.ioloop = ioloop if ioloop is not None else IOLoop.current()
+        super().__init__(url, loop=self.ioloop.asyncio_loop, **kwargs)

@@ -1,0 +1,157 @@
+"""Connection targets: URLs and keyword forms, parsed into a secret-free ``Target``.
+
+Accepted URLs follow the SQLAlchemy convention::
+
+    postgresql://user:password@host:5432/dbname?sslmode=require
+    postgresql+psycopg2://...        postgres://...
+    mysql://user@host:3306/dbname    mysql+pymysql://...   mariadb://...
+    sqlite:///relative/path.db       sqlite:////absolute/path.db
+    sqlite://                        (an in-memory database)
+
+Query parameters are passed to the driver's ``connect()`` as keywords.
+"""
+
+import dataclasses
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from .errors import InterfaceError
+
+#: URL scheme (or driver alias) -> driver module name
+DRIVER_ALIASES = {
+    "postgresql": "psycopg2",
+    "postgres": "psycopg2",
+    "psycopg2": "psycopg2",
+    "mysql": "pymysql",
+    "mariadb": "pymysql",
+    "pymysql": "pymysql",
+    "sqlite": "sqlite3",
+    "sqlite3": "sqlite3",
+}
+
+_SCHEMES = {"psycopg2": "postgresql", "pymysql": "mysql"}
+_SECRET_KEYS = frozenset({"password", "passwd", "pass", "secret"})
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """Where to connect: a driver name and the keywords for its ``connect()``.
+
+    ``repr`` and ``describe()`` never show the password.
+    """
+
+    driver: str
+    kwargs: dict = dataclasses.field(default_factory=dict)
+
+    def describe(self):
+        """A URL-like, password-free description for reprs, logs and errors."""
+        kw = self.kwargs
+        if self.driver == "sqlite3":
+            path = str(kw.get("database", ":memory:"))
+            return "sqlite://" if path == ":memory:" else "sqlite:///" + path
+        user = kw.get("user", "")
+        if any(k in kw for k in _SECRET_KEYS):
+            user += ":***"
+        host = kw.get("host") or kw.get("unix_socket") or ""
+        port = kw.get("port")
+        db = kw.get("database") or kw.get("dbname") or kw.get("db") or ""
+        netloc = (user + "@" if user else "") + str(host) + (f":{port}" if port else "")
+        scheme = _SCHEMES.get(self.driver, self.driver)
+        return f"{scheme}://{netloc}/{db}"
+
+    def __repr__(self):
+        return f"Target({self.describe()!r})"
+
+    __str__ = describe
+
+
+def parse_url(url):
+    """Parse a database URL into a ``Target``; raise InterfaceError naming the bad part."""
+    if not isinstance(url, str):
+        raise InterfaceError(f"a database URL must be a str, not {type(url).__name__}")
+    if "://" not in url:
+        raise InterfaceError(
+            f"not a database URL (no '://'): {_redact(url)!r}; "
+            "expected e.g. 'postgresql://user@host/db', 'mysql://...' or 'sqlite:///file.db'")
+    scheme = url.split("://", 1)[0].lower()
+    base, _, dialect = scheme.partition("+")
+    driver = DRIVER_ALIASES.get(dialect or base)
+    if driver is None or DRIVER_ALIASES.get(base) not in (driver, None):
+        raise InterfaceError(
+            f"unsupported URL scheme {scheme!r}; use one of postgresql://, "
+            "postgresql+psycopg2://, mysql://, mysql+pymysql://, mariadb://, sqlite://")
+    parts = urlsplit(url)
+    query = dict(parse_qsl(parts.query, keep_blank_values=True))
+    if driver == "sqlite3":
+        return Target("sqlite3", _sqlite_kwargs(url, parts, query))
+    try:
+        port = parts.port
+    except ValueError:
+        raise InterfaceError(
+            f"bad port in database URL {_redact(url)!r}: must be a number 1-65535") from None
+    kwargs = {}
+    if parts.hostname:
+        kwargs["host"] = parts.hostname
+    if port is not None:
+        if not 0 < port < 65536:
+            raise InterfaceError(f"bad port {port} in database URL: must be 1-65535")
+        kwargs["port"] = port
+    if parts.username:
+        kwargs["user"] = unquote(parts.username)
+    if parts.password is not None:
+        kwargs["password"] = unquote(parts.password)
+    path = parts.path.lstrip("/")
+    if "/" in path:
+        raise InterfaceError(f"bad database name {unquote(path)!r} in URL: it contains '/'")
+    if path:
+        kwargs["database"] = unquote(path)
+    kwargs.update(query)
+    return Target(driver, kwargs)
+
+
+def _sqlite_kwargs(url, parts, query):
+    if parts.netloc:
+        raise InterfaceError(
+            f"a sqlite URL takes no host ({parts.netloc!r}); "
+            "use sqlite:///relative.db, sqlite:////absolute.db or sqlite:// for memory")
+    path = unquote(url.split("://", 1)[1].split("?", 1)[0])
+    path = path[1:] if path.startswith("/") else path
+    kwargs = dict(query)
+    kwargs["database"] = path or ":memory:"
+    return kwargs
+
+
+def _redact(url):
+    """The URL with any password replaced by ***."""
+    try:
+        parts = urlsplit(url)
+        if parts.password is not None:
+            netloc = parts.netloc.replace(":" + parts.password + "@", ":***@", 1)
+            return parts._replace(netloc=netloc).geturl()
+    except ValueError:
+        if "@" in url:
+            return url.split("://", 1)[0] + "://***@" + url.rsplit("@", 1)[1]
+    return url
+
+
+def make_target(url=None, driver=None, connect_kwargs=None):
+    """Build the Target from a URL, a driver name and keywords, or nothing (SQLite).
+
+    ``driver`` may be an alias (``"postgresql"``) or any importable PEP 249 module
+    name; keywords override what the URL says.
+    """
+    connect_kwargs = dict(connect_kwargs or {})
+    if url is not None:
+        target = parse_url(url)
+        if driver is not None and DRIVER_ALIASES.get(driver, driver) != target.driver:
+            raise InterfaceError(
+                f"driver={driver!r} contradicts the URL scheme of {_redact(url)!r}")
+        return Target(target.driver, {**target.kwargs, **connect_kwargs})
+    if driver is None:
+        if connect_kwargs:
+            raise InterfaceError(
+                "connection keywords given without driver= or a URL: "
+                + ", ".join(sorted(connect_kwargs)))
+        return None
+    if not isinstance(driver, str) or not driver:
+        raise InterfaceError(f"driver must be a module name such as 'psycopg2', not {driver!r}")
+    return Target(DRIVER_ALIASES.get(driver, driver), connect_kwargs)
