@@ -37,16 +37,17 @@ class Worker:
 
     def run(self):
         get = self.pool.queue.get
+        job = None
         try:
             self.warm_up()
             while True:
-                if self.txq is not None:
-                    self.serve(self.txq.get())
-                    continue
-                job = get()
+                job = get() if self.txq is None else self.txq.get()
                 if job is STOP:
                     break
-                self.serve(job)
+                try:
+                    self.serve(job)
+                except Exception:  # a bug of adb's own: keep the worker alive
+                    log.exception("%s: worker %d failed on a job", self.pool.name, self.index)
                 job = None  # hold no reference to a finished job while blocked
         finally:
             self.disconnect()
@@ -67,7 +68,7 @@ class Worker:
                 claim.pop()
             except IndexError:
                 return  # timed out or cancelled before it started
-        elif self.pool.is_abandoned(future):
+        elif future is not None and self.pool.is_abandoned(future):
             return
         self.busy = True
         try:
