@@ -1,0 +1,138 @@
+"""URL and keyword parsing, construction-time validation, secrets kept out of text."""
+
+import logging
+from urllib.parse import quote
+
+import pytest
+
+import adb
+import adb.sync
+from adb.errors import InterfaceError
+from adb.url import make_target, parse_url
+
+CANARY = "Cx-@#%/:-canary"
+
+
+@pytest.mark.parametrize("url, driver, kwargs", [
+    ("postgresql://u:pw@db.example:5433/app", "psycopg2",
+     {"host": "db.example", "port": 5433, "user": "u", "password": "pw", "database": "app"}),
+    ("postgresql+psycopg2://u@h/app?sslmode=require", "psycopg2",
+     {"host": "h", "user": "u", "database": "app", "sslmode": "require"}),
+    ("postgres://h", "psycopg2", {"host": "h"}),
+    ("mysql://root@127.0.0.1:3306/test", "pymysql",
+     {"host": "127.0.0.1", "port": 3306, "user": "root", "database": "test"}),
+    ("mysql+pymysql://root@h/test", "pymysql", {"host": "h", "user": "root", "database": "test"}),
+    ("mariadb://root@h/test", "pymysql", {"host": "h", "user": "root", "database": "test"}),
+    ("sqlite:///rel/file.db", "sqlite3", {"database": "rel/file.db"}),
+    ("sqlite:////abs/file.db", "sqlite3", {"database": "/abs/file.db"}),
+    ("sqlite://", "sqlite3", {"database": ":memory:"}),
+    ("sqlite:///:memory:", "sqlite3", {"database": ":memory:"}),
+])
+def test_urls(url, driver, kwargs):
+    target = parse_url(url)
+    assert target.driver == driver
+    assert target.kwargs == kwargs
+
+
+def test_percent_encoded_credentials_are_decoded():
+    target = parse_url("postgresql://us%40er:p%40ss%2Fw%3Ard@h/d%20b")
+    assert target.kwargs["user"] == "us@er"
+    assert target.kwargs["password"] == "p@ss/w:rd"
+    assert target.kwargs["database"] == "d b"
+
+
+@pytest.mark.parametrize("url, fragment", [
+    ("oracle://h/db", "unsupported URL scheme 'oracle'"),
+    ("postgresql+pymysql://h/db", "unsupported URL scheme"),
+    ("127.0.0.1:5432/test", "no '://'"),
+    ("postgresql://h:notaport/db", "bad port"),
+    ("postgresql://h:70000/db", "bad port"),
+    ("postgresql://h/a/b", "contains '/'"),
+    ("sqlite://somehost/file.db", "takes no host"),
+])
+def test_bad_urls_name_the_bad_part(url, fragment):
+    with pytest.raises(InterfaceError, match=fragment.replace("+", r"\+")):
+        parse_url(url)
+
+
+def test_bad_url_is_a_value_error_too():
+    with pytest.raises(ValueError):
+        adb.sync.Database("nosuch://x")
+    with pytest.raises(InterfaceError, match="must be a str"):
+        parse_url(b"postgresql://h/db")
+
+
+def test_keyword_form_and_aliases():
+    assert make_target(None, "postgresql", {"database": "t"}).driver == "psycopg2"
+    assert make_target(None, "sqlite3", {"database": "x.db"}).kwargs == {"database": "x.db"}
+    assert make_target(None, None, {}) is None
+    with pytest.raises(InterfaceError, match="without driver"):
+        make_target(None, None, {"host": "h"})
+    with pytest.raises(InterfaceError, match="contradicts"):
+        make_target("mysql://h/db", "psycopg2", {})
+
+
+@pytest.mark.parametrize("kwargs, fragment", [
+    ({"pool_size": 0}, "pool_size must be a positive integer"),
+    ({"pool_size": "10"}, "pool_size must be a positive integer"),
+    ({"pool_size": True}, "pool_size must be a positive integer"),
+    ({"timeout": -1}, "timeout must be"),
+    ({"row_factory": "csv"}, "row_factory"),
+    ({"driver": "no_such_dbapi_module"}, "cannot be imported"),
+    ({"driver": "json"}, "not a DB-API 2 module"),
+])
+def test_bad_options_fail_at_construction(kwargs, fragment):
+    with pytest.raises(InterfaceError, match=fragment):
+        adb.sync.Database(**kwargs)
+
+
+def test_unknown_driver_keywords_fail_at_construction():
+    with pytest.raises(InterfaceError, match="'hots'"):
+        adb.sync.Database(driver="pymysql", hots="127.0.0.1")
+    with pytest.raises(InterfaceError, match="bad PostgreSQL connection option"):
+        adb.sync.Database(driver="psycopg2", hots="127.0.0.1")
+    with pytest.raises(InterfaceError, match="journal_mode"):
+        adb.sync.Database("sqlite:///x.db?journal_mode=fast")
+    with pytest.raises(InterfaceError, match="connect_timeout"):
+        adb.sync.Database("mysql://h/db?connect_timeout=soon")
+
+
+def test_memory_sqlite_has_one_worker():
+    db = adb.sync.Database("sqlite://")
+    try:
+        assert db.stats()["pool_size"] == 1
+    finally:
+        db.close()
+    with pytest.raises(InterfaceError, match="in-memory SQLite"):
+        adb.sync.Database("sqlite://", pool_size=4)
+
+
+def test_no_password_in_repr_str_or_errors():
+    target = parse_url(f"postgresql://user:{quote(CANARY, safe='')}@127.0.0.1:1/db")
+    assert target.kwargs["password"] == CANARY
+    for text in (repr(target), str(target), target.describe()):
+        assert "canary" not in text and "***" in text
+    with pytest.raises(InterfaceError) as info:
+        parse_url("postgresql://user:secretpw@h:bad/db")
+    assert "secretpw" not in str(info.value)
+
+
+@pytest.mark.parametrize("kind", ["postgresql", "mysql"])
+def test_failed_connect_shows_no_password(kind, caplog):
+    caplog.set_level(logging.DEBUG)
+    url = {"postgresql": "postgresql://u:{}@127.0.0.1:1/d?connect_timeout=1",
+           "mysql": "mysql://u:{}@127.0.0.1:1/d?connect_timeout=1"}[kind]
+    db = adb.sync.Database(url.format(quote(CANARY, safe="")), name="hidden", pool_size=1)
+    try:
+        text = repr(db) + str(db.stats())
+        assert "u:***@127.0.0.1:1/d" in text
+        # nothing listens on port 1: the call fails with the driver's own error
+        with pytest.raises(db.dbapi.OperationalError) as info:
+            db.runQuery("select 1")
+        exc = info.value
+        text += str(exc) + repr(exc.args) + repr(exc.__cause__) + repr(exc.__context__)
+    finally:
+        db.close()
+    text += caplog.text
+    assert "could not connect" in caplog.text
+    assert "canary" not in text and quote(CANARY, safe="") not in text
