@@ -1,0 +1,87 @@
+"""The documentation's examples run, and the README's commands are the real ones."""
+
+import pathlib
+import re
+import socket
+import subprocess
+import sys
+import uuid
+
+import pytest
+from tornado.httpclient import AsyncHTTPClient
+
+from .conftest import URLS, require_server
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+DEFAULT_URLS = {"postgresql": r"postgresql://root@127\.0\.0\.1(:5432)?/test",
+                "mysql": r"mysql://root@127\.0\.0\.1(:3306)?/test"}
+
+
+def python_blocks(path):
+    text = (ROOT / path).read_text()
+    return re.findall(r"```python\n(.*?)```", text, re.S)
+
+
+def localise(code):
+    """Point the examples at the test servers (ADB_TEST_*_URL may move them)."""
+    for kind, pattern in DEFAULT_URLS.items():
+        if re.search(pattern, code):
+            require_server(kind)
+            code = re.sub(pattern, URLS[kind], code)
+    return code
+
+
+DOC_BLOCKS = [(path, i, code) for path in ("docs/usage.md",)
+              for i, code in enumerate(python_blocks(path))]
+
+
+@pytest.mark.parametrize("path, index, code", DOC_BLOCKS,
+                         ids=[f"{p}#{i}" for p, i, _ in DOC_BLOCKS])
+def test_doc_example_runs(path, index, code, tmp_path):
+    code = localise(code)
+    result = subprocess.run([sys.executable, "-W", "error::ResourceWarning", "-c", code],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, f"{path} example {index} failed:\n{result.stderr}"
+
+
+def test_usage_guide_has_examples():
+    assert len(DOC_BLOCKS) >= 9
+
+
+async def test_readme_tornado_example_serves(pg_url):
+    (code,) = python_blocks("README.md")
+    namespace = {"__name__": "readme_example"}
+    exec(compile(localise(code), "README.md", "exec"), namespace)
+    app = namespace["make_app"](pg_url)
+    db = app.db
+    table = "users"
+    await db.runOperation(f"create table if not exists {table} (userid int primary key, data text)")
+    userid = int(uuid.uuid4().int % 1_000_000_000)
+    await db.runOperation(f"insert into {table} values (%s, %s)", (userid, "readme"))
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    server = app.listen(port, address="127.0.0.1")
+    try:
+        client = AsyncHTTPClient()
+        response = await client.fetch(f"http://127.0.0.1:{port}/users/{userid}")
+        assert response.code == 200
+        assert b'"data": "readme"' in response.body
+        missing = await client.fetch(f"http://127.0.0.1:{port}/users/0", raise_error=False)
+        assert missing.code == 404
+    finally:
+        server.stop()
+        await db.runOperation(f"delete from {table} where userid = %s", (userid,))
+        await db.close()
+
+
+def test_readme_test_command_is_what_ci_runs():
+    readme = (ROOT / "README.md").read_text()
+    ci = (ROOT / ".ci" / "run").read_text()
+    commands = re.search(r"```sh\n(.*?)```", readme, re.S).group(1).strip().splitlines()
+    assert len(commands) == 2
+    main_job, tests = commands
+    assert "python -m benchmarks" in main_job
+    assert "pytest" in tests
+    assert tests in ci.splitlines()
