@@ -15,9 +15,9 @@ import weakref
 from collections.abc import Mapping, Sequence
 
 from . import drivers, ops, rows
-from .errors import ForkError, InterfaceError, PoolClosed, TransactionError
+from .errors import ForkError, InterfaceError, PoolClosed
 from .pool import Pool, Worker
-from .transaction import Transaction, TransactionContext
+from .transaction import Transaction, TransactionContext, TxState
 from .url import Target, make_target
 
 log = logging.getLogger("adb")
@@ -205,7 +205,6 @@ class BaseDatabase:
 
     def _finish(self, tx, commit):
         queue = self._tx_queue(tx)
-        from .transaction import TxState
         tx.state = TxState.ENDING
         self._open_tx.discard(tx)
         return self._call(Worker.finish, (tx, commit), queue, None)
@@ -285,4 +284,4 @@ def _check_timeout(timeout):
     return timeout
 
 
-__all__ = ["BaseDatabase", "TransactionError"]
+__all__ = ["BaseDatabase"]
