@@ -53,19 +53,25 @@ class BaseDatabase:
     :param timeout: default seconds a call may wait for a free worker before it
         fails with ``PoolTimeout`` (it then never runs); None waits forever.
     :param name: a name for reprs, thread names and errors.
+    :param on_connect: called with every new DB-API connection, in its worker
+        thread, before it serves (session setup such as ``SET TIME ZONE``); it is
+        called again after each reconnect.
     """
 
     _blocking = False
 
     def __init__(self, url=None, *, driver=None, pool_size=None, row_factory=None,
-                 timeout=None, name=None, **connect_kwargs):
+                 timeout=None, name=None, on_connect=None, _pool_options=None,
+                 **connect_kwargs):
         target = make_target(url, driver, connect_kwargs)
+        if on_connect is not None and not callable(on_connect):
+            raise InterfaceError(f"on_connect must be callable, not {on_connect!r}")
         self._tempfile = None
         if target is None:
             fd, self._tempfile = tempfile.mkstemp(prefix="adb-", suffix=".db")
             os.close(fd)
             target = Target("sqlite3", {"database": self._tempfile})
-        self._driver = driver_obj = drivers.load(target)
+        self._driver = driver_obj = drivers.load(target, on_connect)
         size = _check_pool_size(pool_size, driver_obj)
         self._row_factory = rows.resolve(row_factory)
         self._timeout = _check_timeout(timeout)
@@ -73,7 +79,7 @@ class BaseDatabase:
         self._pid = os.getpid()
         self._refusal = None  # set to the error to raise once closing or forked
         self._open_tx = weakref.WeakSet()
-        self._pool = Pool(driver_obj, size, self.name, self._is_abandoned)
+        self._pool = Pool(driver_obj, size, self.name, self._is_abandoned, **(_pool_options or {}))
         _live.add(self)
         log.debug("%r created", self)
 

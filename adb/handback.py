@@ -45,6 +45,7 @@ class BatchedHandback:
     def _drain(self):
         """Settle every queued result (loop thread)."""
         self._scheduled = False
+        self.wakeups += 1
         popleft, settle = self._pending.popleft, self._settle
         count = 0
         while True:
@@ -54,7 +55,6 @@ class BatchedHandback:
                 break
             settle(future, ok, value)
             count += 1
-        self.wakeups += 1
         self.settled += count
         if count > self.largest_batch:
             self.largest_batch = count

@@ -55,6 +55,8 @@ class Worker:
 
     def warm_up(self):
         """Connect before the first job so it pays no connect; failures wait for a job."""
+        if self.index >= self.pool.warm or self.pool.closing:
+            return
         try:
             self.connection()
         except Exception as exc:
@@ -76,25 +78,68 @@ class Worker:
         except BaseException as exc:  # everything goes back to the caller
             value, ok = exc, False
             self.errors += 1
-            if self.conn is not None and self.driver.is_disconnect(exc, self.conn):
-                self.disconnect()
+            value = self.after_error(exc)
         self.busy = False
         self.completed += 1
         if future is not None:
             self.pool.handback(future, ok, value)
 
     def connection(self):
-        if self.conn is None:
-            self.conn = self.driver.connect()
-            self.connects += 1
-            log.debug("%s: worker %d connected to %s",
-                      self.pool.name, self.index, self.driver.target)
-        return self.conn
+        """This worker's connection, (re)opened if it is missing or known closed."""
+        conn = self.conn
+        if conn is not None and not self.driver.is_closed(conn):
+            return conn
+        if conn is not None:
+            self.disconnect()
+        self.conn = conn = self.driver.connect()
+        self.connects += 1
+        self.pool.connections[threading.get_ident()] = conn
+        log.debug("%s: worker %d connected to %s", self.pool.name, self.index, self.driver.target)
+        return conn
 
     def disconnect(self):
         if self.conn is not None:
             conn, self.conn = self.conn, None
+            self.pool.connections.pop(threading.get_ident(), None)
             self.driver.close(conn)
+
+    def after_error(self, exc):
+        """Replace a connection that ``exc`` broke; return what the caller should get.
+
+        With ``pool.check_sql`` set (Twisted's ``cp_reconnect``), a connection that
+        fails that statement after an error counts as broken too, and the caller
+        gets ``pool.lost_error`` (a ConnectionLost) instead of the driver's error.
+        """
+        conn = self.conn
+        if conn is None:
+            return exc
+        broken = self.driver.is_disconnect(exc, conn)
+        if not broken and self.pool.check_sql and self.txq is None:
+            broken = not self.responds(conn, self.pool.check_sql)
+        if not broken:
+            return exc
+        self.disconnect()
+        if self.pool.lost_error is None:
+            return exc
+        lost = self.pool.lost_error(
+            f"the connection of {self.pool.name!r} to {self.driver.target} was lost "
+            f"({type(exc).__name__}); the statement may have run")
+        lost.__cause__ = exc
+        return lost
+
+    def responds(self, conn, sql):
+        try:
+            if not self.driver.autocommit or self.driver.failed_transaction(conn):
+                self.driver.rollback(conn)
+            cursor = conn.cursor()
+            try:
+                cursor.execute(sql)
+                cursor.fetchall()
+            finally:
+                cursor.close()
+            return True
+        except Exception:
+            return False
 
     # -- job functions: fn(worker, *args) -----------------------------------------
 
@@ -191,19 +236,34 @@ class Pool:
     a timeout on the caller's side) decides whether the call runs.
     """
 
-    def __init__(self, driver, size, name, is_abandoned):
+    #: a statement that must succeed on a healthy connection, run after errors; or None
+    check_sql = None
+    #: the exception class a caller gets when its connection broke under it; or None
+    lost_error = None
+
+    def __init__(self, driver, size, name, is_abandoned, warm=None, start=True):
         self.driver = driver
         self.name = name
         self.queue = SimpleQueue()
         self.is_abandoned = is_abandoned
         self.handback = None  # set by the front-end before the first job
         self.closing = False
+        self.started = False
         self.on_exit = None
+        self.connections = {}  # worker thread id -> its DB-API connection
         self._alive = size
         self._alive_lock = threading.Lock()
         self.workers = [Worker(self, i) for i in range(size)]
-        for worker in self.workers:
-            worker.thread.start()
+        self.warm = size if warm is None else warm
+        if start:
+            self.start()
+
+    def start(self):
+        """Start the worker threads (once); jobs queued before this wait for them."""
+        if not self.started:
+            self.started = True
+            for worker in self.workers:
+                worker.thread.start()
 
     def submit(self, job):
         self.queue.put(job)
@@ -213,6 +273,7 @@ class Pool:
         self.closing = True
         for _ in self.workers:
             self.queue.put(STOP)
+        self.start()  # an unstarted pool still settles what was queued
 
     def fail_queued(self, error):
         """Fail every job still waiting in the shared queue (close timeout)."""
@@ -245,7 +306,7 @@ class Pool:
 
     def join(self, timeout=None):
         for worker in self.workers:
-            if worker.thread is not threading.current_thread():
+            if worker.thread.ident is not None and worker.thread is not threading.current_thread():
                 worker.thread.join(timeout)
 
     def stats(self):

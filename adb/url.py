@@ -41,10 +41,13 @@ class Target:
 
     driver: str
     kwargs: dict = dataclasses.field(default_factory=dict)
+    args: tuple = ()
 
     def describe(self):
         """A URL-like, password-free description for reprs, logs and errors."""
         kw = self.kwargs
+        if self.args and not kw:
+            return f"{_SCHEMES.get(self.driver, self.driver)}://(positional connect arguments)"
         if self.driver == "sqlite3":
             path = str(kw.get("database", ":memory:"))
             return "sqlite://" if path == ":memory:" else "sqlite:///" + path
@@ -140,6 +143,8 @@ def make_target(url=None, driver=None, connect_kwargs=None):
     name; keywords override what the URL says.
     """
     connect_kwargs = dict(connect_kwargs or {})
+    if isinstance(url, Target):
+        return Target(url.driver, {**url.kwargs, **connect_kwargs}, url.args)
     if url is not None:
         target = parse_url(url)
         if driver is not None and DRIVER_ALIASES.get(driver, driver) != target.driver:

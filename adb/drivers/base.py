@@ -5,6 +5,7 @@ Every method except ``__init__``/``check`` runs in a worker thread, on the
 connection that worker owns.
 """
 
+import dataclasses
 import inspect
 
 from ..errors import InterfaceError
@@ -22,11 +23,14 @@ class Driver:
     #: lets the pool size be forced (an in-memory SQLite database lives in one connection)
     max_pool_size = None
 
-    def __init__(self, dbapi, target):
+    def __init__(self, dbapi, target, on_connect=None):
         self.dbapi = dbapi
         self.name = target.driver
         self.target = target
+        self.connect_args = tuple(target.args)
         self.connect_kwargs = self.check(dict(target.kwargs))
+        self.target = dataclasses.replace(target, kwargs=self.connect_kwargs, args=self.connect_args)
+        self.on_connect = on_connect
 
     @property
     def paramstyle(self):
@@ -38,8 +42,23 @@ class Driver:
         return kwargs
 
     def connect(self):
-        """Open one connection (called in the worker thread that will own it)."""
-        return self.dbapi.connect(**self.connect_kwargs)
+        """Open one connection (in the worker thread that will own it) and set it up."""
+        conn = self.open()
+        if self.on_connect is not None:
+            try:
+                self.on_connect(conn)
+            except BaseException:
+                self.close(conn)
+                raise
+        return conn
+
+    def open(self):
+        """Open and configure one DB-API connection; subclasses add their settings."""
+        return self.dbapi.connect(*self.connect_args, **self.connect_kwargs)
+
+    def is_closed(self, conn):
+        """True when ``conn`` is known to be closed (checked before every call)."""
+        return False
 
     def close(self, conn):
         try:

@@ -22,14 +22,14 @@ class Psycopg2Driver(Driver):
     def check(self, kwargs):
         from psycopg2.extensions import make_dsn
         try:
-            make_dsn(**kwargs)
+            make_dsn(*self.connect_args[:1], **kwargs)
         except self.dbapi.ProgrammingError as exc:
             message = str(exc).strip()
             raise InterfaceError(f"bad PostgreSQL connection option: {message}") from None
         return kwargs
 
-    def connect(self):
-        conn = self.dbapi.connect(**self.connect_kwargs)
+    def open(self):
+        conn = super().open()
         conn.autocommit = True
         return conn
 
@@ -61,6 +61,9 @@ class Psycopg2Driver(Driver):
             execute_values(cursor, statement, page, template, page_size=len(page))
             total += cursor.rowcount
         return total
+
+    def is_closed(self, conn):
+        return bool(conn.closed)
 
     def is_disconnect(self, exc, conn):
         return bool(conn.closed)

@@ -5,6 +5,7 @@ Connections run in autocommit mode; transactions use ``begin()``/``commit()``.
 inserts, its bulk fast path.
 """
 
+from ..errors import InterfaceError
 from .base import Driver
 
 _INT_KEYS = {"port", "connect_timeout", "read_timeout", "write_timeout",
@@ -15,16 +16,22 @@ class PyMySQLDriver(Driver):
     autocommit = True
 
     def check(self, kwargs):
+        if self.connect_args:
+            raise InterfaceError("pymysql.connect() takes keywords only (host=, user=, ...)")
         for key in _INT_KEYS & set(kwargs):
             kwargs[key] = _as_int(key, kwargs[key])
-        if "dbname" in kwargs:
-            kwargs["database"] = kwargs.pop("dbname")
+        for alias, key in (("dbname", "database"), ("db", "database"), ("passwd", "password")):
+            if alias in kwargs:  # MySQLdb-era spellings
+                kwargs[key] = kwargs.pop(alias)
         kwargs.setdefault("charset", "utf8mb4")
         kwargs["autocommit"] = True
         return super().check(kwargs)
 
     def begin(self, conn):
         conn.begin()
+
+    def is_closed(self, conn):
+        return not conn.open
 
     def fetchall(self, cursor):
         return list(cursor.fetchall())
@@ -37,7 +44,6 @@ class PyMySQLDriver(Driver):
 
 
 def _as_int(key, value):
-    from ..errors import InterfaceError
     try:
         return int(value)
     except (TypeError, ValueError):

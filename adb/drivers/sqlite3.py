@@ -25,6 +25,11 @@ class SQLiteDriver(Driver):
     autocommit = True
 
     def check(self, kwargs):
+        if self.connect_args:  # sqlite3.connect("path.db") as adbapi users write it
+            if len(self.connect_args) > 1:
+                raise InterfaceError("pass sqlite3 options other than the path by keyword")
+            kwargs["database"] = self.connect_args[0]
+            self.connect_args = ()
         self.pragmas = {}
         for key, default in _PRAGMAS.items():
             value = str(kwargs.pop(key, default)).lower()
@@ -46,8 +51,8 @@ class SQLiteDriver(Driver):
             kwargs.setdefault("uri", True)
         return super().check(kwargs)
 
-    def connect(self):
-        conn = super().connect()
+    def open(self):
+        conn = super().open()
         for key, value in self.pragmas.items():
             conn.execute(f"pragma {key}={value}")  # values checked against a fixed set
         return conn
@@ -61,6 +66,13 @@ class SQLiteDriver(Driver):
     def rollback(self, conn):
         if conn.in_transaction:
             conn.execute("rollback")
+
+    def is_closed(self, conn):
+        try:
+            conn.in_transaction
+        except self.dbapi.ProgrammingError:
+            return True
+        return False
 
     def is_disconnect(self, exc, conn):
         return isinstance(exc, self.dbapi.ProgrammingError) and "closed" in str(exc)
