@@ -5,11 +5,12 @@ import inspect
 import adb.asyncio
 import adb.sync
 import adb.tornado
+import adb.twisted
 
 PUBLIC = {"runQuery", "runOperation", "runMany", "runInteraction", "beginTransaction",
           "commitTransaction", "rollbackTransaction", "transaction", "close", "stats",
           "paramstyle", "dbapi", "closed", "name"}
-FRONTS = [adb.asyncio.Database, adb.tornado.Database, adb.sync.Database]
+FRONTS = [adb.asyncio.Database, adb.tornado.Database, adb.sync.Database, adb.twisted.Database]
 
 
 def public_names(cls):
@@ -32,3 +33,13 @@ def test_top_level_database_is_asyncio():
     import adb
     assert adb.Database is adb.asyncio.Database
     assert adb.errors.Error in adb.PoolClosed.__mro__
+
+
+def test_connection_pool_has_adbapis_methods_and_adbs_additions():
+    from twisted.enterprise import adbapi
+    adbapi_api = {n for n in dir(adbapi.ConnectionPool) if not n.startswith("_")}
+    adbapi_api -= {"connectionFactory", "transactionFactory"}  # internals, see docs/adbapi.md
+    ours = public_names(adb.twisted.ConnectionPool)
+    assert adbapi_api <= ours, adbapi_api - ours
+    assert {"runMany", "beginTransaction", "commitTransaction", "rollbackTransaction",
+            "stats"} <= ours

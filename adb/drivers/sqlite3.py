@@ -11,6 +11,8 @@ An in-memory database (``sqlite://``) exists in a single connection, so it gets
 a single worker.
 """
 
+import threading
+
 from ..errors import InterfaceError
 from .base import Driver
 
@@ -51,10 +53,18 @@ class SQLiteDriver(Driver):
             kwargs.setdefault("uri", True)
         return super().check(kwargs)
 
+    _journal_lock = threading.Lock()
+
     def open(self):
         conn = super().open()
-        for key, value in self.pragmas.items():
-            conn.execute(f"pragma {key}={value}")  # values checked against a fixed set
+        for key, value in self.pragmas.items():  # values checked against a fixed set
+            if key == "journal_mode":
+                # switching needs a lock no busy timeout waits for: once, by one connection
+                with self._journal_lock:
+                    if conn.execute("pragma journal_mode").fetchone()[0] != value:
+                        conn.execute(f"pragma journal_mode={value}")
+            else:
+                conn.execute(f"pragma {key}={value}")
         return conn
 
     def begin(self, conn):
