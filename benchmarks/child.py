@@ -1,0 +1,30 @@
+"""One run of one system, in a fresh process: ``python -m benchmarks.child SPEC``.
+
+SPEC is JSON (system, scenario, url, rows, pool_size). Prints one JSON line: the
+system's figures plus this process's peak RSS. A fresh process per run keeps
+reactors restartable and memory figures honest.
+"""
+
+import importlib
+import json
+import resource
+import sys
+
+from .systems import SYSTEMS
+from .systems.common import RunSpec
+
+
+def main(argv):
+    request = json.loads(argv[0])
+    system = SYSTEMS[request.pop("system")]
+    spec = RunSpec(**request)
+    module_name, function = system.runner.split(":")
+    runner = getattr(importlib.import_module(module_name), function)
+    result = runner(spec)
+    result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

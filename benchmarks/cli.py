@@ -1,0 +1,177 @@
+"""``python -m benchmarks``: options, system selection, the run, the report.
+
+With no options: the parallel-insert scenario on the embedded default (SQLite in
+a temporary file), every system that can run on it, once. The seed's options
+(``--db --dbhost --dbpasswd --dbuser --pool_size --use_adb --use_adbapi
+--use_tornado --use_txmysql``) still work beside ``--dburl`` and friends.
+"""
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from urllib.parse import quote
+
+from . import harness, report
+from .scenarios import SCENARIOS
+from .systems import SYSTEMS
+
+KINDS = {"postgresql": "postgresql", "postgres": "postgresql", "psycopg2": "postgresql",
+         "mysql": "mysql", "mariadb": "mysql", "pymysql": "mysql", "sqlite": "sqlite"}
+
+
+def parser():
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks",
+        description="adb against its peers on published experiments (see docs/benchmarks.md).")
+    p.add_argument("--scenario", default="parallel-insert", choices=sorted(SCENARIOS))
+    p.add_argument("--dburl", help="database URL (postgresql://, mysql://, sqlite:///); "
+                   "default: SQLite in a temporary file")
+    p.add_argument("--systems", help="comma-separated systems (default: all available); see --list")
+    p.add_argument("--rows", type=int, default=100_000, help="rows to insert (100000)")
+    p.add_argument("--repeat", type=int, default=1, help="interleaved rounds (1)")
+    p.add_argument("--pool_size", "--pool-size", type=int, default=10,
+                   help="connections per system (10)")
+    p.add_argument("--json", metavar="FILE", help="write every raw figure and the environment")
+    p.add_argument("--plot", metavar="FILE", help="write a chart (.png or .svg)")
+    p.add_argument("--timeout", type=float, default=600, help="seconds per run before it fails")
+    p.add_argument("--list", action="store_true", help="list systems and scenarios, then exit")
+    seed = p.add_argument_group("the 2011 benchmark's options")
+    seed.add_argument("--db", help="server: postgresql or mysql (with --dbhost etc.)")
+    seed.add_argument("--dbname", default="test", help="database name for --db (test)")
+    seed.add_argument("--dbhost", default="127.0.0.1")
+    seed.add_argument("--dbuser", default=None)
+    seed.add_argument("--dbpasswd", default=None)
+    seed.add_argument("--use_adb", action="store_true", help="adb (on Tornado, as in 2011)")
+    seed.add_argument("--use_adbapi", action="store_true", help="Twisted's adbapi")
+    seed.add_argument("--use_tornado", action="store_true",
+                      help="run Twisted systems on the asyncio reactor Tornado runs on")
+    seed.add_argument("--use_txmysql", action="store_true",
+                      help="the txMySQL role (a pure-Python async client on Twisted)")
+    return p
+
+
+def parse(argv):
+    p = parser()
+    args = p.parse_args(argv)
+    if args.rows < 1 or args.pool_size < 1 or args.repeat < 1:
+        p.error("--rows, --pool_size and --repeat must be positive")
+    if args.db and args.dburl:
+        p.error("give --dburl or --db, not both")
+    if args.db:
+        kind = KINDS.get(args.db.lower())
+        if kind is None or kind == "sqlite":
+            p.error(f"--db must be postgresql or mysql, not {args.db!r}")
+        user = args.dbuser or "root"
+        auth = quote(user, safe="") + (":" + quote(args.dbpasswd, safe="") if args.dbpasswd else "")
+        args.dburl = f"{kind}://{auth}@{args.dbhost}/{args.dbname}"
+    args.system_names = selected_systems(p, args)
+    return args
+
+
+def selected_systems(p, args):
+    names = []
+    if args.use_adb:
+        names.append("adb-tornado")
+    if args.use_adbapi:
+        names.append("adbapi-asyncio" if args.use_tornado else "adbapi")
+    if args.use_txmysql:
+        names.append("txmysql-role")
+    if args.systems:
+        names += [n.strip() for n in args.systems.split(",") if n.strip()]
+    unknown = [n for n in names if n not in SYSTEMS]
+    if unknown:
+        p.error(f"unknown system(s) {', '.join(unknown)}; --list shows them")
+    return list(dict.fromkeys(names)) or list(SYSTEMS)
+
+
+def kind_of(url):
+    from adb.url import parse_url
+    return {"psycopg2": "postgresql", "pymysql": "mysql", "sqlite3": "sqlite"}[parse_url(url).driver]
+
+
+class ProgressUI:
+    """A tqdm bar per system and round, filled by the row count as it grows."""
+
+    def __init__(self, width):
+        self.width = width
+
+    def start(self, system, round_, repeat, rows):
+        from tqdm import tqdm
+        bar = tqdm(total=rows, desc=f"{system:<{self.width}} round {round_}/{repeat}",
+                   unit="row", leave=True, file=sys.stderr, dynamic_ncols=True)
+
+        class Bar:
+            def update_to(self, n):
+                bar.update(max(0, min(n, rows) - bar.n))
+
+            def finish(self, ok, figures, error):
+                if ok:
+                    bar.update(rows - bar.n)
+                    bar.set_postfix_str(f"{figures['rows_per_s']:,.0f} rows/s, "
+                                        f"{figures['peak_rss_mb']:.0f} MB")
+                else:
+                    bar.set_postfix_str(f"FAILED: {error[:60]}")
+                bar.close()
+        return Bar()
+
+
+def main(argv=None):
+    args = parse(sys.argv[1:] if argv is None else argv)
+    if args.list:
+        for name, system in SYSTEMS.items():
+            print(f"{name:<22} {system.label}; databases: {', '.join(system.kinds)}"
+                  + (f"; {system.note}" if system.note else ""))
+        for name, scenario in SCENARIOS.items():
+            print(f"scenario {name}: {scenario.DESCRIPTION}")
+        return 0
+    scenario = SCENARIOS[args.scenario]
+    tmpdir = None
+    url = args.dburl
+    if url is None:
+        tmpdir = tempfile.TemporaryDirectory(prefix="adb-bench-")
+        url = f"sqlite:///{tmpdir.name}/bench.db"
+    kind = kind_of(url)
+    unavailable = {n: r for n in args.system_names
+                   if (r := SYSTEMS[n].unavailable(kind)) is not None}
+    explicit = bool(args.systems or args.use_adb or args.use_adbapi or args.use_txmysql)
+    if not explicit:  # the default list names only what can run here
+        unavailable = {n: r for n, r in unavailable.items() if "does not talk" not in r}
+    systems = [n for n in args.system_names if n not in unavailable
+               and SYSTEMS[n].unavailable(kind) is None]
+    started = time.time()
+    print(f"{scenario.NAME} (seed {scenario.SEED}): {args.rows:,} rows, pool {args.pool_size}, "
+          f"{args.repeat} round(s) on {_describe(url)}", file=sys.stderr)
+    runs = harness.run_matrix(systems, scenario, url, args.rows, args.pool_size, args.repeat,
+                              args.timeout, ProgressUI(max(map(len, systems), default=10)))
+    summary = harness.summarise(runs)
+    env = report.environment(url, kind)
+    print()
+    print(f"{scenario.NAME}: {args.rows:,} rows, pool {args.pool_size}, {args.repeat} round(s), "
+          f"{env['server']}, {env['cpu_count']} CPUs, Python {env['python']}")
+    print(report.table(summary, unavailable))
+    if args.json:
+        report.write_json(args.json, {
+            "scenario": scenario.NAME, "seed": scenario.SEED, "argv": sys.argv[1:] if argv is None else argv,
+            "target": _describe(url), "rows": args.rows, "pool_size": args.pool_size,
+            "repeat": args.repeat, "started": started, "environment": env,
+            "summary": summary, "unavailable": unavailable,
+            "runs": [vars(r) for r in runs]})
+        print(f"\nJSON: {args.json}")
+    if args.plot:
+        report.plot(args.plot, summary, f"{scenario.NAME}, {args.rows:,} rows, pool "
+                    f"{args.pool_size}, {env['server'].split(',')[0]}, {env['cpu_count']} CPUs")
+        print(f"chart: {args.plot}")
+    if args.dburl is None:
+        print("\nThat was the embedded default (SQLite). Compare on a server with\n"
+              "  python -m benchmarks --dburl postgresql://user@127.0.0.1/test --repeat 3\n"
+              "  python -m benchmarks --dburl mysql://user@127.0.0.1/test --repeat 3")
+    if tmpdir:
+        tmpdir.cleanup()
+    return 1 if any(not r.ok for r in runs) else 0
+
+
+def _describe(url):
+    from adb.url import parse_url
+    return parse_url(url).describe()

@@ -1,0 +1,112 @@
+"""Run systems in fresh processes, interleaved over repeats, and check every run.
+
+Round r runs every system once (A B C, A B C, ...), so slow drift on a shared
+machine hits every system alike. Before each run the scenario prepares the
+database; after it the scenario verifies it, and a wrong result is recorded as
+an error, never as a figure.
+"""
+
+import dataclasses
+import json
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+from .scenarios import WrongResult
+
+
+@dataclasses.dataclass
+class Run:
+    system: str
+    round: int
+    ok: bool
+    figures: dict = dataclasses.field(default_factory=dict)
+    error: str = ""
+
+
+def run_once(system, scenario, url, rows, pool_size, timeout, progress=None):
+    """Prepare, run ``system`` in a child process, verify. Returns a Run's fields."""
+    scenario.prepare(url, rows)
+    request = {"system": system, "scenario": scenario.NAME, "url": url, "rows": rows,
+               "pool_size": pool_size}
+    watcher = _Watcher(scenario, url, progress) if progress else None
+    try:
+        proc = subprocess.run([sys.executable, "-m", "benchmarks.child", json.dumps(request)],
+                              capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return False, {}, f"timed out after {timeout} s"
+    finally:
+        if watcher:
+            watcher.stop()
+    if proc.returncode != 0:
+        lines = (proc.stderr or proc.stdout).strip().splitlines()
+        return False, {}, lines[-1] if lines else f"exit status {proc.returncode}"
+    figures = json.loads(proc.stdout.strip().splitlines()[-1])
+    figures["rows_per_s"] = rows / figures["seconds"]
+    try:
+        scenario.verify(url, rows)
+    except WrongResult as exc:
+        return False, figures, f"wrong result: {exc}"
+    if figures.get("ok_calls") != rows:
+        return False, figures, f"wrong result: {figures.get('ok_calls')} calls reported success"
+    return True, figures, ""
+
+
+class _Watcher:
+    """Polls the row count from the parent so the progress bar moves during a run."""
+
+    def __init__(self, scenario, url, progress, interval=0.5):
+        self.progress, self.stopped = progress, threading.Event()
+        self.thread = threading.Thread(target=self.poll, args=(scenario, url, interval),
+                                       daemon=True)
+        self.thread.start()
+
+    def poll(self, scenario, url, interval):
+        import adb.sync
+        try:
+            with adb.sync.Database(url, pool_size=1) as db:
+                while not self.stopped.wait(interval):
+                    (count,), = db.runQuery(f"select count(*) from {scenario.TABLE}")
+                    self.progress(count)
+        except Exception:  # progress is cosmetic: never let it disturb a run
+            pass
+
+    def stop(self):
+        self.stopped.set()
+        self.thread.join()
+
+
+def run_matrix(systems, scenario, url, rows, pool_size, repeat, timeout, ui):
+    """Every available system ``repeat`` times, interleaved; returns [Run]."""
+    runs = []
+    for round_ in range(1, repeat + 1):
+        for system in systems:
+            bar = ui.start(system, round_, repeat, rows)
+            start = time.perf_counter()
+            ok, figures, error = run_once(system, scenario, url, rows, pool_size, timeout,
+                                          progress=bar.update_to)
+            figures.setdefault("wall_seconds", time.perf_counter() - start)
+            bar.finish(ok, figures, error)
+            runs.append(Run(system, round_, ok, figures, error))
+    return runs
+
+
+def summarise(runs, keys=("seconds", "rows_per_s", "peak_rss_mb")):
+    """{system: {key: {"median", "min", "max"}, "runs": n, "errors": [..]}}."""
+    summary = {}
+    for run in runs:
+        entry = summary.setdefault(run.system, {"runs": 0, "errors": [], "_values": {}})
+        entry["runs"] += 1
+        if not run.ok:
+            entry["errors"].append(run.error)
+            continue
+        for key in keys:
+            if key in run.figures:
+                entry["_values"].setdefault(key, []).append(run.figures[key])
+    for entry in summary.values():
+        for key, values in entry.pop("_values").items():
+            entry[key] = {"median": statistics.median(values), "min": min(values),
+                          "max": max(values)}
+    return summary

@@ -1,0 +1,88 @@
+"""What every system runner gets, and helpers they share."""
+
+import dataclasses
+import queue
+import threading
+
+from adb.url import parse_url
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+    """One run of one system: where, how many rows, how many connections."""
+
+    scenario: str
+    url: str
+    rows: int
+    pool_size: int
+
+    @property
+    def target(self):
+        return parse_url(self.url)
+
+    @property
+    def kind(self):
+        return {"psycopg2": "postgresql", "pymysql": "mysql", "sqlite3": "sqlite"}[
+            self.target.driver]
+
+    @property
+    def driver(self):
+        return self.target.driver
+
+    def connect_kwargs(self):
+        """Keywords for the driver module's own connect()."""
+        return dict(self.target.kwargs)
+
+    def paramstyle(self):
+        return "qmark" if self.kind == "sqlite" else "format"
+
+
+def connect(spec, autocommit=True):
+    """One plain driver connection (autocommit, as adb runs standalone statements)."""
+    import importlib
+    module = importlib.import_module(spec.driver)
+    kwargs = spec.connect_kwargs()
+    if spec.driver == "sqlite3":
+        conn = module.connect(kwargs.pop("database"), timeout=30, isolation_level=None,
+                              check_same_thread=False)
+        sqlite_settings(conn)
+        return conn
+    if spec.driver == "pymysql":
+        return module.connect(autocommit=autocommit, **kwargs)
+    conn = module.connect(**kwargs)
+    conn.autocommit = autocommit
+    return conn
+
+
+def run_in_threads(count, work):
+    """Run ``work(index)`` in ``count`` threads; re-raise the first failure."""
+    errors = []
+
+    def guarded(index):
+        try:
+            work(index)
+        except BaseException as exc:  # reported after the join
+            errors.append(exc)
+    threads = [threading.Thread(target=guarded, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+
+
+def job_queue(items, workers):
+    """A SimpleQueue holding ``items`` then one None per worker."""
+    jobs = queue.SimpleQueue()
+    for item in items:
+        jobs.put(item)
+    for _ in range(workers):
+        jobs.put(None)
+    return jobs
+
+
+def sqlite_settings(conn):
+    """The settings adb uses on SQLite (WAL is stored in the file already), so that
+    every system on SQLite pays for the same durability."""
+    conn.execute("pragma synchronous=normal")
