@@ -26,7 +26,7 @@ def python_blocks(path):
 def localise(code):
     """Point the examples at the test servers (ADB_TEST_*_URL may move them)."""
     for kind, pattern in DEFAULT_URLS.items():
-        if kind == "postgresql" and 'driver="psycopg2"' in code:
+        if kind == "postgresql" and ('driver="psycopg2"' in code or '"psycopg2", host' in code):
             require_server(kind)  # the keyword form names the default server itself
         if re.search(pattern, code):
             require_server(kind)
@@ -34,7 +34,7 @@ def localise(code):
     return code
 
 
-DOC_BLOCKS = [(path, i, code) for path in ("docs/usage.md", "docs/porting-2011.md")
+DOC_BLOCKS = [(path, i, code) for path in ("docs/usage.md", "docs/porting-2011.md", "docs/adbapi.md")
               for i, code in enumerate(python_blocks(path))]
 
 
@@ -48,7 +48,7 @@ def test_doc_example_runs(path, index, code, tmp_path):
 
 
 def test_usage_guide_has_examples():
-    assert len(DOC_BLOCKS) >= 11
+    assert len(DOC_BLOCKS) >= 13
 
 
 def test_seed_example_runs_on_mariadb_too(tmp_path):
