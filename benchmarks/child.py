@@ -21,7 +21,7 @@ def main(argv):
     module_name, function = system.runner.split(":")
     runner = getattr(importlib.import_module(module_name), function)
     result = runner(spec)
-    result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    result.setdefault("peak_rss_mb", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     print(json.dumps(result))
     return 0
 

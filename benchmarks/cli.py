@@ -29,12 +29,15 @@ def parser():
     p.add_argument("--dburl", help="database URL (postgresql://, mysql://, sqlite:///); "
                    "default: SQLite in a temporary file")
     p.add_argument("--systems", help="comma-separated systems (default: all available); see --list")
-    p.add_argument("--rows", type=int, default=100_000, help="rows to insert (100000)")
+    p.add_argument("--rows", type=int, default=None,
+                   help="rows to insert (100000 on a server; 20000 on the embedded default, "
+                        "so a first run takes about a minute)")
     p.add_argument("--repeat", type=int, default=1, help="interleaved rounds (1)")
     p.add_argument("--pool_size", "--pool-size", type=int, default=10,
                    help="connections per system (10)")
     p.add_argument("--json", metavar="FILE", help="write every raw figure and the environment")
     p.add_argument("--plot", metavar="FILE", help="write a chart (.png or .svg)")
+    p.add_argument("--html", metavar="FILE", help="write an HTML report (table, chart, environment)")
     p.add_argument("--timeout", type=float, default=600, help="seconds per run before it fails")
     p.add_argument("--list", action="store_true", help="list systems and scenarios, then exit")
     seed = p.add_argument_group("the 2011 benchmark's options")
@@ -55,6 +58,8 @@ def parser():
 def parse(argv):
     p = parser()
     args = p.parse_args(argv)
+    if args.rows is None:
+        args.rows = 100_000 if (args.dburl or args.db) else 20_000
     if args.rows < 1 or args.pool_size < 1 or args.repeat < 1:
         p.error("--rows, --pool_size and --repeat must be positive")
     if args.db and args.dburl:
@@ -159,10 +164,14 @@ def main(argv=None):
             "summary": summary, "unavailable": unavailable,
             "runs": [vars(r) for r in runs]})
         print(f"\nJSON: {args.json}")
+    title = (f"{scenario.NAME}, {args.rows:,} rows, pool {args.pool_size}, "
+             f"{env['server'].split(',')[0]}, {env['cpu_count']} CPUs")
     if args.plot:
-        report.plot(args.plot, summary, f"{scenario.NAME}, {args.rows:,} rows, pool "
-                    f"{args.pool_size}, {env['server'].split(',')[0]}, {env['cpu_count']} CPUs")
+        report.plot(args.plot, summary, title)
         print(f"chart: {args.plot}")
+    if args.html:
+        report.html(args.html, title, report.table(summary, unavailable), env, summary)
+        print(f"HTML report: {args.html}")
     if args.dburl is None:
         print("\nThat was the embedded default (SQLite). Compare on a server with\n"
               "  python -m benchmarks --dburl postgresql://user@127.0.0.1/test --repeat 3\n"

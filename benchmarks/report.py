@@ -103,3 +103,33 @@ def plot(path, summary, title):
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
+
+
+def html(path, title, text_table, env, summary):
+    """A single self-contained page: the table, the chart (inline SVG) and the environment."""
+    import html as escape
+    import io
+    chart = ""
+    try:
+        buffer = io.StringIO()
+        svg_path = path + ".svg"
+        plot(svg_path, summary, title)
+        with open(svg_path) as f:
+            buffer.write(f.read())
+        os.remove(svg_path)
+        chart = buffer.getvalue()
+    except ImportError:
+        chart = "<p>(matplotlib is not installed: no chart)</p>"
+    page = f"""<!doctype html>
+<html><head><meta charset="utf-8"><title>{escape.escape(title)}</title>
+<style>body{{font-family:sans-serif;max-width:72rem;margin:2rem auto}}pre{{background:#f4f4f4;padding:1rem;overflow:auto}}</style>
+</head><body>
+<h1>{escape.escape(title)}</h1>
+<pre>{escape.escape(text_table)}</pre>
+{chart}
+<h2>Environment</h2>
+<pre>{escape.escape(json.dumps(env, indent=2))}</pre>
+</body></html>
+"""
+    with open(path, "w") as f:
+        f.write(page)
