@@ -140,11 +140,7 @@ def main(argv=None):
     kind = kind_of(url)
     unavailable = {n: r for n in args.system_names
                    if (r := SYSTEMS[n].unavailable(kind)) is not None}
-    explicit = bool(args.systems or args.use_adb or args.use_adbapi or args.use_txmysql)
-    if not explicit:  # the default list names only what can run here
-        unavailable = {n: r for n, r in unavailable.items() if "does not talk" not in r}
-    systems = [n for n in args.system_names if n not in unavailable
-               and SYSTEMS[n].unavailable(kind) is None]
+    systems = [n for n in args.system_names if n not in unavailable]
     started = time.time()
     print(f"{scenario.NAME} (seed {scenario.SEED}): {args.rows:,} rows, pool {args.pool_size}, "
           f"{args.repeat} round(s) on {_describe(url)}", file=sys.stderr)

@@ -1,0 +1,121 @@
+"""The benchmark harness: options, verification, JSON, and a tiny run of every system."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import adb.sync
+from benchmarks import cli, harness
+from benchmarks.scenarios import WrongResult
+from benchmarks.scenarios import parallel_insert as pi
+from benchmarks.systems import SYSTEMS, System
+
+from .conftest import URLS, require_server
+
+
+def test_seed_flags_build_the_url_and_pick_the_systems():
+    args = cli.parse(["--db", "mysql", "--dbhost", "db.example", "--dbuser", "bench",
+                      "--dbpasswd", "p@ss:w", "--pool_size", "5", "--use_adb", "--use_adbapi",
+                      "--use_tornado", "--use_txmysql"])
+    assert args.dburl == "mysql://bench:p%40ss%3Aw@db.example/test"
+    assert args.system_names == ["adb-tornado", "adbapi-asyncio", "txmysql-role"]
+    assert args.pool_size == 5 and args.rows == 100_000
+    args = cli.parse(["--db", "postgresql", "--use_adbapi"])
+    assert args.dburl == "postgresql://root@127.0.0.1/test"
+    assert args.system_names == ["adbapi"]
+
+
+def test_modern_flags_and_defaults():
+    args = cli.parse(["--dburl", "postgresql://u@h/d", "--systems", "asyncpg, threads",
+                      "--rows", "10", "--repeat", "2", "--json", "x.json", "--plot", "x.png"])
+    assert (args.dburl, args.system_names, args.rows, args.repeat) == (
+        "postgresql://u@h/d", ["asyncpg", "threads"], 10, 2)
+    args = cli.parse([])
+    assert args.dburl is None and args.rows == 20_000 and args.system_names == list(SYSTEMS)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--systems", "adb-asyncio,nosuch"], "unknown system"),
+    (["--rows", "0"], "must be positive"),
+    (["--db", "sqlite"], "--db must be postgresql or mysql"),
+    (["--db", "mysql", "--dburl", "mysql://h/d"], "not both"),
+])
+def test_bad_options_are_refused(argv, message, capsys):
+    with pytest.raises(SystemExit):
+        cli.parse(argv)
+    assert message in capsys.readouterr().err
+
+
+def test_unavailable_systems_say_why():
+    assert SYSTEMS["asyncpg"].unavailable("mysql") == "does not talk to mysql"
+    fake = System("x", "x", ("sqlite",), "m:f", requires=("no_such_module_here",))
+    assert "no_such_module_here is not installed" in fake.unavailable("sqlite")
+    fake = System("x", "x", ("sqlite",), "m:f", programs=("no-such-program",))
+    assert fake.unavailable("sqlite") == "no-such-program is not on PATH"
+
+
+def test_verification_catches_wrong_count_and_wrong_data(tmp_path):
+    url = f"sqlite:///{tmp_path}/v.db"
+    pi.prepare(url, 10)
+    with adb.sync.Database(url, pool_size=1) as db:
+        db.runMany(pi.statement(db.paramstyle), pi.params(9))
+    with pytest.raises(WrongResult, match="expected 10 rows.*found 9 rows"):
+        pi.verify(url, 10)
+    with adb.sync.Database(url, pool_size=1) as db:
+        db.runOperation("insert into benchmark values (9, 'nine')")
+    with pytest.raises(WrongResult, match="1 with wrong data"):
+        pi.verify(url, 10)
+    with adb.sync.Database(url, pool_size=1) as db:
+        db.runOperation("update benchmark set data = '9' where userid = 9")
+    pi.verify(url, 10)
+
+
+def test_a_wrong_result_is_an_error_not_a_figure(tmp_path):
+    class Expects_one_more:
+        NAME, TABLE = pi.NAME, pi.TABLE
+        prepare = staticmethod(pi.prepare)
+
+        @staticmethod
+        def verify(url, rows):
+            pi.verify(url, rows + 1)
+    url = f"sqlite:///{tmp_path}/w.db"
+    ok, figures, error = harness.run_once("adb-asyncio", Expects_one_more, url, 50, 2, 60)
+    assert not ok and error.startswith("wrong result: expected 51 rows")
+    runs = [harness.Run("a", 1, False, figures, error), harness.Run("a", 2, True, figures)]
+    summary = harness.summarise(runs)
+    assert summary["a"]["errors"] == [error] and summary["a"]["rows_per_s"]["median"] > 0
+
+
+@pytest.mark.parametrize("kind", ["postgresql", "mysql", "sqlite"])
+def test_tiny_run_of_every_system_and_the_json(kind, tmp_path):
+    """Every system runs (or says why it cannot); the JSON holds all figures."""
+    url = f"sqlite:///{tmp_path}/j.db" if kind == "sqlite" else URLS[kind]
+    if kind != "sqlite":
+        require_server(kind)
+    out = tmp_path / "run.json"
+    code = cli.main(["--dburl", url, "--rows", "203", "--pool_size", "4", "--json", str(out),
+                     "--plot", str(tmp_path / "run.svg")])
+    document = json.loads(out.read_text())
+    assert code == 0, document["summary"]
+    assert set(document["summary"]) | set(document["unavailable"]) == set(SYSTEMS)
+    for name, entry in document["summary"].items():
+        assert entry["errors"] == [], (name, entry["errors"])
+        assert entry["rows_per_s"]["median"] > 0 and entry["peak_rss_mb"]["median"] > 0
+    for name, reason in document["unavailable"].items():
+        assert kind in reason or "not installed" in reason or "PATH" in reason
+    if kind != "sqlite":  # everything this project installs runs on the servers
+        assert all("does not talk" in r for r in document["unavailable"].values())
+    assert {"python", "cpu_count", "libraries", "server", "platform"} <= set(document["environment"])
+    assert document["rows"] == 203 and len(document["runs"]) == len(document["summary"])
+    assert all(run["figures"]["ok_calls"] == 203 for run in document["runs"])
+    assert (tmp_path / "run.svg").read_text().startswith("<?xml")
+
+
+def test_no_arguments_runs_on_the_embedded_default():
+    result = subprocess.run([sys.executable, "-m", "benchmarks"], capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "parallel-insert: 20,000 rows, pool 10, 1 round(s), SQLite" in result.stdout
+    assert "adb-asyncio" in result.stdout and "--dburl postgresql://" in result.stdout
