@@ -119,3 +119,19 @@ def test_no_arguments_runs_on_the_embedded_default():
     assert result.returncode == 0, result.stderr[-2000:]
     assert "parallel-insert: 20,000 rows, pool 10, 1 round(s), SQLite" in result.stdout
     assert "adb-asyncio" in result.stdout and "--dburl postgresql://" in result.stdout
+
+
+@pytest.mark.parametrize("kind", ["postgresql", "mysql"])
+def test_seed_flag_form_runs_against_the_servers(kind, tmp_path):
+    require_server(kind)
+    from urllib.parse import urlsplit
+    parts = urlsplit(URLS[kind])
+    argv = ["--db", kind, "--dbhost", parts.hostname, "--dbuser", parts.username,
+            "--dbname", parts.path.lstrip("/"), "--pool_size", "4", "--use_adb", "--use_adbapi",
+            "--use_txmysql", "--rows", "300", "--json", str(tmp_path / "seed.json")]
+    if parts.password:
+        argv += ["--dbpasswd", parts.password]
+    assert cli.main(argv) == 0
+    document = json.loads((tmp_path / "seed.json").read_text())
+    assert set(document["summary"]) == {"adb-tornado", "adbapi", "txmysql-role"}
+    assert document["unavailable"] == {}
