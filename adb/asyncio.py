@@ -37,7 +37,12 @@ class Database(BaseDatabase):
 
     def _bind(self, loop):
         self._loop = loop
-        self._pool.handback = BatchedHandback(loop.call_soon_threadsafe, _settle)
+        after = self._admit if self._max_queued is not None else None
+        self._pool.handback = BatchedHandback(loop.call_soon_threadsafe, _settle, after)
+
+    @staticmethod
+    def _wake(waiter):
+        _settle(waiter, True, None)
 
     _is_abandoned = staticmethod(asyncio.Future.done)
 

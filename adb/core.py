@@ -6,6 +6,7 @@ future was abandoned by its caller (``_is_abandoned``, checked by the worker
 before it starts), and ``close``. Everything else is here.
 """
 
+import collections
 import itertools
 import logging
 import os
@@ -15,7 +16,7 @@ import weakref
 from collections.abc import Mapping, Sequence
 
 from . import drivers, ops, rows
-from .errors import ForkError, InterfaceError, PoolClosed
+from .errors import ForkError, InterfaceError, PoolClosed, QueueFull
 from .pool import Pool, Worker
 from .transaction import Transaction, TransactionContext, TxState
 from .url import Target, make_target
@@ -56,13 +57,23 @@ class BaseDatabase:
     :param on_connect: called with every new DB-API connection, in its worker
         thread, before it serves (session setup such as ``SET TIME ZONE``); it is
         called again after each reconnect.
+    :param statement_timeout: default seconds a call may run; past it the call is
+        cancelled on the server and fails with ``StatementTimeout``. None: no limit.
+    :param max_queued: most calls that may wait for a worker; None: no limit.
+    :param on_full: what a call does when ``max_queued`` calls already wait:
+        ``"wait"`` (default; see ``wait_for_room``) or ``"raise"`` (``QueueFull``).
+    :param max_lifetime: seconds after which a connection is replaced (between
+        calls, never inside a transaction), less up to 5% jitter.
+    :param max_idle: seconds a worker keeps an unused connection open.
+    :param check_idle: run ``select 1`` before using a connection idle this long.
     """
 
     _blocking = False
 
     def __init__(self, url=None, *, driver=None, pool_size=None, row_factory=None,
-                 timeout=None, name=None, on_connect=None, _pool_options=None,
-                 **connect_kwargs):
+                 timeout=None, name=None, on_connect=None, statement_timeout=None,
+                 max_queued=None, on_full="wait", max_lifetime=None, max_idle=None,
+                 check_idle=None, _pool_options=None, **connect_kwargs):
         target = make_target(url, driver, connect_kwargs)
         if on_connect is not None and not callable(on_connect):
             raise InterfaceError(f"on_connect must be callable, not {on_connect!r}")
@@ -75,11 +86,22 @@ class BaseDatabase:
         size = _check_pool_size(pool_size, driver_obj)
         self._row_factory = rows.resolve(row_factory)
         self._timeout = _check_timeout(timeout)
+        self._statement_timeout = _check_timeout(statement_timeout, "statement_timeout")
+        self._max_queued = _check_count(max_queued, "max_queued")
+        if on_full not in ("wait", "raise"):
+            raise InterfaceError(f"on_full must be 'wait' or 'raise', not {on_full!r}")
+        self._on_full = on_full
+        pool_options = {"max_lifetime": _check_timeout(max_lifetime, "max_lifetime"),
+                        "max_idle": _check_timeout(max_idle, "max_idle"),
+                        "check_idle": _check_timeout(check_idle, "check_idle"),
+                        **(_pool_options or {})}
         self.name = name if name is not None else f"adb-{next(_names)}"
         self._pid = os.getpid()
         self._refusal = None  # set to the error to raise once closing or forked
+        self._parked = _Parked()  # calls waiting for room (max_queued, on_full="wait")
+        self._room_waiters = collections.deque()
         self._open_tx = weakref.WeakSet()
-        self._pool = Pool(driver_obj, size, self.name, self._is_abandoned, **(_pool_options or {}))
+        self._pool = Pool(driver_obj, size, self.name, self._is_abandoned, **pool_options)
         _live.add(self)
         log.debug("%r created", self)
 
@@ -111,21 +133,24 @@ class BaseDatabase:
     def closed(self):
         return self._pool.closing
 
-    def runQuery(self, sql, params=None, tx=None, *, row_factory=None, timeout=None):
+    def runQuery(self, sql, params=None, tx=None, *, row_factory=None, timeout=None,
+                 statement_timeout=None):
         """Run a query and return its rows as a list (rows shaped by the row factory)."""
         sql, params = _statement(sql, params)
         factory = self._row_factory if row_factory is None else rows.resolve(row_factory)
-        return self._dispatch(tx, Worker.standalone, (ops.query, sql, params, factory), timeout)
+        return self._dispatch(tx, Worker.standalone, (ops.query, sql, params, factory), timeout,
+                              statement_timeout)
 
-    def runOperation(self, sql, params=None, tx=None, *, timeout=None):
+    def runOperation(self, sql, params=None, tx=None, *, timeout=None, statement_timeout=None):
         """Run one statement, autocommitted unless ``tx`` is given; return its rowcount.
 
         ``runOperation((sql, params))`` (one tuple) also works, as in the 2011 adb.
         """
         sql, params = _statement(sql, params)
-        return self._dispatch(tx, Worker.standalone, (ops.operation, sql, params), timeout)
+        return self._dispatch(tx, Worker.standalone, (ops.operation, sql, params), timeout,
+                              statement_timeout)
 
-    def runMany(self, sql, seq_of_params, tx=None, *, timeout=None):
+    def runMany(self, sql, seq_of_params, tx=None, *, timeout=None, statement_timeout=None):
         """Run ``sql`` once per parameter set by the driver's bulk path, atomically.
 
         Returns the total rowcount. Outside ``tx`` all sets commit together or not at all.
@@ -137,7 +162,7 @@ class BaseDatabase:
         seq = list(seq_of_params)
         for params in seq[:1]:
             _check_params(params)
-        return self._dispatch(tx, Worker.atomic, (ops.many, sql, seq), timeout)
+        return self._dispatch(tx, Worker.atomic, (ops.many, sql, seq), timeout, statement_timeout)
 
     def runInteraction(self, fn, *args, **kwargs):
         """Run ``fn(cursor, *args, **kwargs)`` in a worker, inside one transaction.
@@ -193,10 +218,10 @@ class BaseDatabase:
 
     # -- plumbing ----------------------------------------------------------------------
 
-    def _dispatch(self, tx, fn, args, timeout):
+    def _dispatch(self, tx, fn, args, timeout, statement_timeout=None):
         if tx is None:
-            return self._call(fn, args, None, timeout)
-        return self._call(Worker.in_transaction, args, self._tx_queue(tx), None)
+            return self._call(fn, args, None, timeout, statement_timeout)
+        return self._call(Worker.in_transaction, args, self._tx_queue(tx), None, statement_timeout)
 
     def _interact_in(self, tx, fn, args, kwargs):
         return self._call(Worker.in_transaction, (ops.interaction, fn, args, kwargs),
@@ -215,18 +240,68 @@ class BaseDatabase:
         self._open_tx.discard(tx)
         return self._call(Worker.finish, (tx, commit), queue, None)
 
-    def _call(self, fn, args, queue, timeout):
+    def _call(self, fn, args, queue, timeout, statement_timeout=None):
         """Queue one job and return what the front-end makes of its future."""
         if self._refusal is not None:
             raise self._refusal
-        future = self._future()
         if timeout is None:
             timeout = self._timeout
+        if statement_timeout is None:
+            statement_timeout = self._statement_timeout
+        else:
+            _check_timeout(statement_timeout, "statement_timeout")
         claim = None
-        if timeout is not None and queue is None:
-            claim = [True]
-        (queue or self._pool.queue).put((future, fn, args, claim))
+        if queue is None:
+            if timeout is not None:
+                claim = [True]
+            queue = self._pool.queue
+            if self._max_queued is not None and queue.qsize() >= self._max_queued:
+                if self._on_full == "raise":
+                    raise QueueFull(
+                        f"the Database {self.name!r} already has {queue.qsize()} calls waiting "
+                        f"(max_queued={self._max_queued}); this call did not run")
+                queue = self._overflow()
+        future = self._future()
+        queue.put((future, fn, args, claim, statement_timeout))
         return self._result(future, claim, timeout)
+
+    def _overflow(self):
+        """Where a call goes when ``max_queued`` calls wait (``on_full="wait"``): a
+        caller-side queue that ``_admit`` empties into the pool's as room frees up."""
+        return self._parked
+
+    def _room(self):
+        return self._max_queued is None or self._pool.queue.qsize() < self._max_queued
+
+    def _admit(self):
+        """Move parked calls into the pool's queue while there is room, then wake
+        ``wait_for_room`` callers (loop thread, after each batch of results)."""
+        parked, queue = self._parked, self._pool.queue
+        while parked and self._room():
+            queue.put(parked.popleft())
+        waiters = self._room_waiters
+        while waiters and not parked and self._room():
+            self._wake(waiters.popleft())
+
+    def wait_for_room(self):
+        """Wait until fewer than ``max_queued`` calls wait for a worker.
+
+        A producer that fires calls faster than the pool runs them awaits this
+        before each call, so memory stays bounded however many calls it makes::
+
+            for params in huge_iterable:
+                await db.wait_for_room()
+                pending.add(db.runOperation(sql, params))  # and discard finished ones
+        """
+        waiter = self._future()
+        if not self._parked and self._room():
+            self._wake(waiter)
+        else:
+            self._room_waiters.append(waiter)
+        return waiter
+
+    def _wake(self, waiter):
+        raise NotImplementedError
 
     def _close_start(self):
         """Refuse new calls, roll back open transactions, let queued calls finish."""
@@ -235,7 +310,7 @@ class BaseDatabase:
         self._refusal = PoolClosed(f"the Database {self.name!r} is closed")
         for tx in list(self._open_tx):
             tx.fail()
-            tx.queue.put((None, Worker.abandon, ("because the Database is closing",), None))
+            tx.queue.put((None, Worker.abandon, ("because the Database is closing",), None, None))
         self._pool.stop()
         return True
 
@@ -249,6 +324,10 @@ class BaseDatabase:
                 except FileNotFoundError:
                     pass
             self._tempfile = None
+
+
+class _Parked(collections.deque):
+    put = collections.deque.append
 
 
 def _statement(sql, params):
@@ -282,12 +361,20 @@ def _check_pool_size(pool_size, driver):
     return pool_size
 
 
-def _check_timeout(timeout):
+def _check_timeout(timeout, name="timeout"):
     if timeout is None:
         return None
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0:
-        raise InterfaceError(f"timeout must be a number of seconds >= 0, not {timeout!r}")
+        raise InterfaceError(f"{name} must be a number of seconds >= 0, not {timeout!r}")
     return timeout
+
+
+def _check_count(count, name):
+    if count is None:
+        return None
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise InterfaceError(f"{name} must be a positive integer, not {count!r}")
+    return count
 
 
 __all__ = ["BaseDatabase"]

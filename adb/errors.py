@@ -44,3 +44,27 @@ class ConnectionLost(Error):
 
 class ForkError(Error):
     """The Database was created in another process; create it after forking."""
+
+
+class ServerUnavailable(ConnectionLost):
+    """No connection could be opened (server down, refused, unreachable, bad login).
+
+    The call never reached the server (``may_have_run`` is False), so it is safe
+    to retry; adb backs off between connection attempts and fails calls quickly
+    meanwhile instead of hanging.
+    """
+
+    def __init__(self, message):
+        super().__init__(message, may_have_run=False)
+
+
+class StatementTimeout(Error):
+    """The call ran past its ``statement_timeout`` and was cancelled on the server.
+
+    ``may_have_run`` is False when the server confirmed the cancel (the statement
+    took no effect), True when the connection had to be cut instead.
+    """
+
+    def __init__(self, message, may_have_run=False):
+        super().__init__(message)
+        self.may_have_run = may_have_run

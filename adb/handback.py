@@ -20,10 +20,12 @@ class BatchedHandback:
 
     ``schedule(fn)`` must be thread-safe and run ``fn`` on the loop thread
     (``loop.call_soon_threadsafe``, ``reactor.callFromThread``);
-    ``settle(future, ok, value)`` runs on the loop thread for every result.
+    ``settle(future, ok, value)`` runs on the loop thread for every result, and
+    ``after()``, if given, once after each batch.
     """
 
-    def __init__(self, schedule, settle):
+    def __init__(self, schedule, settle, after=None):
+        self._after = after  # called on the loop thread after each drain
         self._pending = deque()
         self._scheduled = False
         self._schedule = schedule
@@ -58,3 +60,5 @@ class BatchedHandback:
         self.settled += count
         if count > self.largest_batch:
             self.largest_batch = count
+        if self._after is not None:
+            self._after()

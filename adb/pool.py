@@ -5,13 +5,21 @@ transaction is *pinned*: until the transaction ends it reads only that
 transaction's private queue, so its statements run in order on one connection.
 Nothing here knows about event loops: results go to ``pool.handback(future,
 ok, value)``, which the front-end provides.
+
+Before each call outside a transaction a worker checks its connection (closed,
+a readable idle socket, past ``max_lifetime``, idle past ``check_idle`` and
+failing a ping) and replaces it, so a connection the server dropped while idle
+costs the caller nothing. A call whose connection breaks under it is never
+re-run: the caller gets ``ConnectionLost`` (the statement may have run).
 """
 
 import logging
 import threading
-from queue import SimpleQueue
+import time
+from queue import Empty, SimpleQueue
 
-from .errors import PoolClosed, TransactionError
+from . import health
+from .errors import ConnectionLost, PoolClosed, ServerUnavailable, StatementTimeout, TransactionError
 
 log = logging.getLogger("adb")
 
@@ -20,28 +28,43 @@ STOP = None
 
 
 class Worker:
-    """One thread and its connection. All methods run in that thread."""
+    """One thread and its connection. All methods run in that thread, except that
+    the watchdog reads ``current`` and may cancel the running statement."""
 
     def __init__(self, pool, index):
         self.pool = pool
         self.driver = pool.driver
         self.index = index
         self.conn = None
-        self.txq = None  # the private queue of the transaction pinning this worker
+        self.born = self.last_used = 0.0
+        self.lifetime = None
+        self.txq = None       # the private queue of the transaction pinning this worker
+        self.tx_lost = False  # that transaction's connection broke: it can only end
         self.busy = False
-        self.completed = 0
-        self.errors = 0
-        self.connects = 0
+        self.current = None   # (future, deadline, seq) of the running call, for the watchdog
+        self.seq = 0
+        self.cancelled_seq = self.aborted_seq = -1
+        self.completed = self.errors = self.connects = self.recycled = 0
         self.thread = threading.Thread(
             target=self.run, name=f"{pool.name}-worker-{index}", daemon=True)
 
     def run(self):
         get = self.pool.queue.get
+        max_idle = self.pool.max_idle
         job = None
         try:
             self.warm_up()
             while True:
-                job = get() if self.txq is None else self.txq.get()
+                if self.txq is not None:
+                    job = self.txq.get()
+                elif max_idle is None or self.conn is None:
+                    job = get()
+                else:
+                    try:
+                        job = get(timeout=max_idle)
+                    except Empty:
+                        self.disconnect("idle for max_idle")
+                        continue
                 if job is STOP:
                     break
                 try:
@@ -60,74 +83,121 @@ class Worker:
         try:
             self.connection()
         except Exception as exc:
-            log.warning("%s: worker %d could not connect to %s: %s",
-                        self.pool.name, self.index, self.driver.target, exc)
+            log.warning("%s: worker %d could not connect: %s", self.pool.name, self.index, exc)
 
     def serve(self, job):
-        future, fn, args, claim = job
+        future, fn, args, claim, run_timeout = job
         if claim is not None:
             try:
                 claim.pop()
             except IndexError:
                 return  # timed out or cancelled before it started
-        elif future is not None and self.pool.is_abandoned(future):
+        if future is not None and self.pool.is_abandoned(future):
             return
         self.busy = True
+        self.seq = seq = self.seq + 1
+        deadline = None if run_timeout is None else time.monotonic() + run_timeout
+        self.current = (future, deadline, seq)
         try:
             value, ok = fn(self, *args), True
         except BaseException as exc:  # everything goes back to the caller
-            value, ok = exc, False
-            self.errors += 1
-            value = self.after_error(exc)
+            value, ok = self.after_error(exc), False
+        self.current = None
+        if self.cancelled_seq == seq:
+            value, ok = self.after_cancel(value, ok, deadline, run_timeout, seq)
         self.busy = False
         self.completed += 1
+        if not ok:
+            self.errors += 1
         if future is not None:
             self.pool.handback(future, ok, value)
 
+    # -- the connection ---------------------------------------------------------------
+
     def connection(self):
-        """This worker's connection, (re)opened if it is missing or known closed."""
+        """This worker's connection, replaced first if it is no longer fit to use."""
         conn = self.conn
-        if conn is not None and not self.driver.is_closed(conn):
-            return conn
+        now = time.monotonic()
         if conn is not None:
-            self.disconnect()
-        self.conn = conn = self.driver.connect()
+            reason = self.unfit(conn, now)
+            if reason is None:
+                self.last_used = now
+                return conn
+            self.disconnect(reason)
+            if reason == "max_lifetime":
+                self.recycled += 1
+        self.conn = conn = self.pool.open_connection()
         self.connects += 1
+        self.born = self.last_used = now
+        self.lifetime = health.lifetime(self.pool.max_lifetime)
         self.pool.connections[threading.get_ident()] = conn
-        log.debug("%s: worker %d connected to %s", self.pool.name, self.index, self.driver.target)
         return conn
 
-    def disconnect(self):
+    def unfit(self, conn, now):
+        """Why ``conn`` must be replaced before the next call, or None."""
+        if self.lifetime is not None and now - self.born > self.lifetime:
+            return "max_lifetime"
+        if self.driver.is_closed(conn):
+            return "closed by the server or the network"
+        check_idle = self.pool.check_idle
+        if check_idle is not None and now - self.last_used > check_idle \
+                and not self.responds(conn, self.pool.check_sql or "select 1"):
+            return "failed its check after being idle"
+        return None
+
+    def disconnect(self, reason=None):
         if self.conn is not None:
             conn, self.conn = self.conn, None
             self.pool.connections.pop(threading.get_ident(), None)
+            if reason:
+                log.info("%s: worker %d dropped its connection: %s",
+                         self.pool.name, self.index, reason)
             self.driver.close(conn)
 
     def after_error(self, exc):
         """Replace a connection that ``exc`` broke; return what the caller should get.
 
-        With ``pool.check_sql`` set (Twisted's ``cp_reconnect``), a connection that
-        fails that statement after an error counts as broken too, and the caller
-        gets ``pool.lost_error`` (a ConnectionLost) instead of the driver's error.
+        A broken connection means the statement may have run: the caller gets
+        ``pool.lost_error`` (a ConnectionLost), never a silent retry. Inside a
+        transaction the transaction is lost with it. With ``pool.check_sql``
+        (Twisted's ``cp_reconnect``), a connection that fails that statement after
+        an error counts as broken too.
         """
         conn = self.conn
-        if conn is None:
+        if conn is None or isinstance(exc, ConnectionLost):
             return exc
-        broken = self.driver.is_disconnect(exc, conn)
+        broken = self.driver.is_disconnect(exc, conn) or self.aborted_seq == self.seq
         if not broken and self.pool.check_sql and self.txq is None:
             broken = not self.responds(conn, self.pool.check_sql)
         if not broken:
             return exc
-        self.disconnect()
-        if self.pool.lost_error is None:
-            return exc
+        self.disconnect(f"{type(exc).__name__} during a call")
+        if self.txq is not None:
+            self.tx_lost = True
         lost = self.pool.lost_error(
-            f"the connection of {self.pool.name!r} to {self.driver.target} was lost "
-            f"({type(exc).__name__}); the statement may have run")
+            f"the connection of {self.pool.name!r} to {self.driver.target} broke during the "
+            f"call ({type(exc).__name__}: {str(exc).strip()[:200]}); the statement may have run",
+            may_have_run=True)
         lost.__cause__ = exc
         return lost
 
+    def after_cancel(self, value, ok, deadline, run_timeout, seq):
+        """After the watchdog cancelled this call: name a timeout, check the connection."""
+        if self.conn is not None and self.aborted_seq != seq \
+                and not self.responds(self.conn, "select 1"):
+            self.disconnect("failed its check after a cancel")
+        if ok or deadline is None or time.monotonic() < deadline:
+            return value, ok
+        cut = isinstance(value, ConnectionLost) or self.aborted_seq == seq
+        timeout = StatementTimeout(
+            f"the call on {self.pool.name!r} ran longer than {run_timeout} s and was "
+            + ("cut off with its connection; it may have run" if cut
+               else "cancelled on the server; it took no effect"), may_have_run=cut)
+        timeout.__cause__ = value
+        return timeout, False
+
     def responds(self, conn, sql):
+        """True when ``conn`` runs ``sql`` (after clearing an aborted transaction)."""
         try:
             if not self.driver.autocommit or self.driver.failed_transaction(conn):
                 self.driver.rollback(conn)
@@ -173,6 +243,10 @@ class Worker:
 
     def in_transaction(self, op, *args):
         """One call inside the transaction pinning this worker."""
+        if self.tx_lost:
+            raise TransactionError(
+                "this transaction lost its connection; nothing of it was committed: "
+                "roll it back and start again")
         cursor = self.conn.cursor()
         try:
             return op(cursor, self.driver, *args)
@@ -195,10 +269,13 @@ class Worker:
     def finish(self, tx, commit):
         """Commit or roll back the pinned transaction and unpin."""
         self.txq = None
+        lost, self.tx_lost = self.tx_lost, False
         conn = self.conn
-        if conn is None:
-            tx.ended(False)
-            raise TransactionError(f"{tx!r} lost its connection; nothing was committed")
+        if lost or conn is None:
+            tx.fail()
+            if commit:
+                raise TransactionError(f"{tx!r} lost its connection; nothing was committed")
+            return None
         if commit and self.driver.failed_transaction(conn):
             self.rollback_quietly()
             tx.ended(False)
@@ -215,6 +292,7 @@ class Worker:
     def abandon(self, reason):
         """Roll back a transaction whose owner is gone (closed pool, lost handle)."""
         self.txq = None
+        self.tx_lost = False
         log.warning("%s: rolling back a transaction %s", self.pool.name, reason)
         self.rollback_quietly()
 
@@ -224,24 +302,27 @@ class Worker:
         try:
             self.driver.rollback(self.conn)
         except Exception:  # the connection is broken: replace it
-            self.disconnect()
+            self.disconnect("rollback failed")
 
 
 class Pool:
     """``size`` workers sharing one job queue.
 
-    A job is ``(future, fn, args, claim)``: the worker runs ``fn(worker, *args)``
-    and hands ``(future, ok, value)`` back. ``claim`` is None or a one-item list
-    that the worker pops before it starts; whoever pops it first (the worker, or
-    a timeout on the caller's side) decides whether the call runs.
+    A job is ``(future, fn, args, claim, run_timeout)``: the worker runs
+    ``fn(worker, *args)`` and hands ``(future, ok, value)`` back. ``claim`` is None
+    or a one-item list that the worker pops before it starts; whoever pops it first
+    (the worker, or a timeout on the caller's side) decides whether the call runs.
+    ``run_timeout`` (seconds or None) is enforced by the watchdog.
     """
 
     #: a statement that must succeed on a healthy connection, run after errors; or None
     check_sql = None
-    #: the exception class a caller gets when its connection broke under it; or None
-    lost_error = None
+    #: the exception class a caller gets when its connection broke under it
+    lost_error = ConnectionLost
 
-    def __init__(self, driver, size, name, is_abandoned, warm=None, start=True):
+    def __init__(self, driver, size, name, is_abandoned, warm=None, start=True,
+                 max_lifetime=None, max_idle=None, check_idle=None, cancel_grace=2.0,
+                 backoff=None):
         self.driver = driver
         self.name = name
         self.queue = SimpleQueue()
@@ -251,6 +332,10 @@ class Pool:
         self.started = False
         self.on_exit = None
         self.connections = {}  # worker thread id -> its DB-API connection
+        self.max_lifetime, self.max_idle, self.check_idle = max_lifetime, max_idle, check_idle
+        self.cancel_grace = cancel_grace
+        self.backoff = backoff or health.Backoff()
+        self.reconnects = 0
         self._alive = size
         self._alive_lock = threading.Lock()
         self.workers = [Worker(self, i) for i in range(size)]
@@ -259,14 +344,40 @@ class Pool:
             self.start()
 
     def start(self):
-        """Start the worker threads (once); jobs queued before this wait for them."""
+        """Start the worker threads and the watchdog (once); queued jobs wait for them."""
         if not self.started:
             self.started = True
             for worker in self.workers:
                 worker.thread.start()
+            from .watchdog import Watchdog
+            Watchdog(self).start()
 
-    def submit(self, job):
-        self.queue.put(job)
+    def open_connection(self):
+        """A new connection, unless the server failed recently: then fail fast.
+
+        Raises ServerUnavailable (the call never reached the server) while the
+        backoff after a failed attempt has not run out, or when this attempt fails.
+        """
+        backoff = self.backoff
+        wait = backoff.wait_left()
+        if wait:
+            raise ServerUnavailable(
+                f"{self.name!r} cannot reach {self.driver.target} ({backoff.last_error}); "
+                f"next attempt in {wait:.1f} s")
+        try:
+            conn = self.driver.connect()
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {str(exc).strip()[:300]}"
+            delay = backoff.failed(error)
+            if backoff.failures in (1, 5) or backoff.failures % 20 == 0:
+                log.warning("%s: cannot connect to %s (%s); %d failure(s), next attempt in "
+                            "%.1f s", self.name, self.driver.target, error, backoff.failures, delay)
+            raise ServerUnavailable(
+                f"{self.name!r} cannot connect to {self.driver.target}: {error}") from exc
+        if backoff.succeeded():
+            log.warning("%s: connected to %s again", self.name, self.driver.target)
+            self.reconnects += 1
+        return conn
 
     def stop(self):
         """Let every queued job run, then end each worker (non-blocking)."""
@@ -281,12 +392,12 @@ class Pool:
         while True:
             try:
                 job = self.queue.get_nowait()
-            except Exception:
+            except Empty:
                 break
             if job is STOP:
                 stops += 1
                 continue
-            future, _, _, claim = job
+            future, claim = job[0], job[3]
             if claim is not None:
                 try:
                     claim.pop()
@@ -303,6 +414,10 @@ class Pool:
             last = self._alive == 0
         if last and self.on_exit is not None:
             self.on_exit()
+
+    @property
+    def stopped(self):
+        return self.closing and self._alive == 0
 
     def join(self, timeout=None):
         for worker in self.workers:
@@ -322,5 +437,8 @@ class Pool:
             "errors": sum(w.errors for w in workers),
             "connects": sum(w.connects for w in workers),
             "connected": sum(w.conn is not None for w in workers),
+            "reconnects": self.reconnects,
+            "recycled": sum(w.recycled for w in workers),
+            "connect_failures": self.backoff.failures,
             "alive": self._alive,
         }

@@ -5,6 +5,7 @@ threads may share one Database; results go straight to the waiting thread.
 """
 
 import threading
+import time
 
 from .core import BaseDatabase
 from .errors import PoolClosed, PoolTimeout
@@ -42,6 +43,17 @@ class _Waiter:
         raise self.value
 
 
+class _AfterRoom:
+    """Queues a job once there is room, blocking the calling thread until then."""
+
+    def __init__(self, db):
+        self.db = db
+
+    def put(self, job):
+        self.db.wait_for_room()
+        self.db._pool.queue.put(job)
+
+
 def _deliver(waiter, ok, value):
     waiter.deliver(ok, value)
 
@@ -58,6 +70,14 @@ class Database(BaseDatabase):
         self._pool.handback = _deliver
 
     _future = _Waiter
+
+    def _overflow(self):
+        return _AfterRoom(self)
+
+    def wait_for_room(self):
+        """Block until fewer than ``max_queued`` calls wait for a worker."""
+        while not self._room():
+            time.sleep(0.001)
 
     def _result(self, future, claim, timeout):
         return future.wait(claim, timeout, self.name)

@@ -51,7 +51,14 @@ class Database(BaseDatabase):
         self._closed_deferreds = None
         super().__init__(url, **kwargs)
         # looked up per wake-up, so a reactor can be swapped for a test double
-        self._pool.handback = BatchedHandback(lambda fn: self.reactor.callFromThread(fn), _settle)
+        after = self._admit if self._max_queued is not None else None
+        self._pool.handback = BatchedHandback(lambda fn: self.reactor.callFromThread(fn),
+                                              _settle, after)
+        self._pool.lost_error = ConnectionLost
+
+    @staticmethod
+    def _wake(waiter):
+        _settle(waiter, True, None)
 
     _future = defer.Deferred
     _is_abandoned = staticmethod(_is_abandoned)
@@ -286,4 +293,3 @@ class _PoolDatabase(Database):
                          _pool_options={"warm": owner.min, "start": False})
         if owner.reconnect:
             self._pool.check_sql = owner.good_sql
-            self._pool.lost_error = ConnectionLost

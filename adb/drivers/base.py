@@ -7,6 +7,8 @@ connection that worker owns.
 
 import dataclasses
 import inspect
+import select
+import socket
 
 from ..errors import InterfaceError
 
@@ -57,8 +59,23 @@ class Driver:
         return self.dbapi.connect(*self.connect_args, **self.connect_kwargs)
 
     def is_closed(self, conn):
-        """True when ``conn`` is known to be closed (checked before every call)."""
+        """True when ``conn`` is known to be unusable (checked before every call
+        outside a transaction, so it must be cheap: no round trip)."""
         return False
+
+    def cancel(self, conn):
+        """Ask the server to cancel what ``conn`` is running (from another thread)."""
+        raise NotImplementedError(f"{self.name} cannot cancel a running statement")
+
+    def abort(self, conn):
+        """Cut ``conn`` so a call blocked on it fails now (from another thread)."""
+        sock = self.socket_of(conn)
+        if sock is not None:
+            sock.shutdown(socket.SHUT_RDWR)
+
+    def socket_of(self, conn):
+        """The connection's socket (for ``abort``), or None."""
+        return None
 
     def close(self, conn):
         try:
@@ -106,3 +123,11 @@ def _check_signature(connect, kwargs, name):
         raise InterfaceError(
             f"{name}.connect() does not accept {', '.join(map(repr, unknown))}; "
             f"it takes {', '.join(sorted(accepted))}")
+
+
+def readable(fd):
+    """True when an idle connection's socket has something to read: on a
+    connection nobody is using, that is the server saying goodbye (or EOF)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLPRI)
+    return bool(poller.poll(0))

@@ -6,10 +6,12 @@ it ends. ``runMany`` of an ``INSERT ... VALUES (...)`` goes through
 statement falls back to ``executemany``.
 """
 
+import os
 import re
+import socket
 
 from ..errors import InterfaceError
-from .base import Driver
+from .base import Driver, readable
 
 _VALUES = re.compile(r"\bvalues\s*\(", re.IGNORECASE)
 _PLACEHOLDER = re.compile(r"%[^%]")
@@ -21,6 +23,8 @@ class Psycopg2Driver(Driver):
 
     def check(self, kwargs):
         from psycopg2.extensions import make_dsn
+        if not self.connect_args or "connect_timeout" not in str(self.connect_args[0]):
+            kwargs.setdefault("connect_timeout", 10)  # a server that never answers cannot hang us
         try:
             make_dsn(*self.connect_args[:1], **kwargs)
         except self.dbapi.ProgrammingError as exc:
@@ -63,7 +67,28 @@ class Psycopg2Driver(Driver):
         return total
 
     def is_closed(self, conn):
+        if conn.closed:
+            return True
+        if not readable(conn.fileno()):
+            return False
+        try:  # something arrived while idle: a notification, or the server's goodbye
+            conn.poll()
+        except self.dbapi.Error:
+            return True
         return bool(conn.closed)
+
+    def cancel(self, conn):
+        conn.cancel()
+
+    def socket_of(self, conn):
+        return socket.socket(fileno=os.dup(conn.fileno()))
+
+    def abort(self, conn):
+        sock = self.socket_of(conn)
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        finally:
+            sock.close()
 
     def is_disconnect(self, exc, conn):
         return bool(conn.closed)

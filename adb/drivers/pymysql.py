@@ -6,7 +6,7 @@ inserts, its bulk fast path.
 """
 
 from ..errors import InterfaceError
-from .base import Driver
+from .base import Driver, readable
 
 _INT_KEYS = {"port", "connect_timeout", "read_timeout", "write_timeout",
              "max_allowed_packet", "client_flag"}
@@ -31,7 +31,19 @@ class PyMySQLDriver(Driver):
         conn.begin()
 
     def is_closed(self, conn):
-        return not conn.open
+        return not conn.open or readable(conn._sock.fileno())
+
+    def cancel(self, conn):
+        """KILL QUERY from a side connection (MySQL has no in-band cancel)."""
+        side = self.dbapi.connect(**{**self.connect_kwargs, "connect_timeout": 5})
+        try:
+            with side.cursor() as cursor:
+                cursor.execute("KILL QUERY %s", (conn.thread_id(),))
+        finally:
+            side.close()
+
+    def socket_of(self, conn):
+        return conn._sock
 
     def fetchall(self, cursor):
         return list(cursor.fetchall())
@@ -40,7 +52,10 @@ class PyMySQLDriver(Driver):
         err = self.dbapi.err
         if isinstance(exc, err.InterfaceError):
             return True
-        return isinstance(exc, err.OperationalError) and exc.args[:1] in ((2006,), (2013,), (2014,))
+        if isinstance(exc, err.InternalError) and "Packet sequence" in str(exc):
+            return True
+        return isinstance(exc, err.OperationalError) and exc.args[:1] in (
+            (2006,), (2013,), (2014,), (1927,), (4031,))
 
 
 def _as_int(key, value):

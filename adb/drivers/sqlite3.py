@@ -84,6 +84,11 @@ class SQLiteDriver(Driver):
             return True
         return False
 
+    def cancel(self, conn):
+        conn.interrupt()
+
+    abort = cancel
+
     def is_disconnect(self, exc, conn):
         return isinstance(exc, self.dbapi.ProgrammingError) and "closed" in str(exc)
 
