@@ -365,7 +365,12 @@ class Pool:
                 f"{self.name!r} cannot reach {self.driver.target} ({backoff.last_error}); "
                 f"next attempt in {wait:.1f} s")
         try:
-            conn = self.driver.connect()
+            try:
+                conn = self.driver.connect()
+            except Exception:
+                if backoff.failures:
+                    raise
+                conn = self.driver.connect()  # one failure may be a fluke: retry at once
         except Exception as exc:
             error = f"{type(exc).__name__}: {str(exc).strip()[:300]}"
             delay = backoff.failed(error)

@@ -25,6 +25,10 @@ class Psycopg2Driver(Driver):
         from psycopg2.extensions import make_dsn
         if not self.connect_args or "connect_timeout" not in str(self.connect_args[0]):
             kwargs.setdefault("connect_timeout", 10)  # a server that never answers cannot hang us
+        # a peer that vanished without a word is noticed within about a minute
+        for key, value in (("keepalives", 1), ("keepalives_idle", 30),
+                           ("keepalives_interval", 10), ("keepalives_count", 3)):
+            kwargs.setdefault(key, value)
         try:
             make_dsn(*self.connect_args[:1], **kwargs)
         except self.dbapi.ProgrammingError as exc:
@@ -71,14 +75,32 @@ class Psycopg2Driver(Driver):
             return True
         if not readable(conn.fileno()):
             return False
-        try:  # something arrived while idle: a notification, or the server's goodbye
-            conn.poll()
-        except self.dbapi.Error:
+        # Something arrived while idle: the end of the stream, or a message. A
+        # terminated backend says goodbye with an ErrorResponse ('E') and closes;
+        # a notification ('A'), notice ('N') or parameter change ('S') is harmless.
+        sock = socket.socket(fileno=os.dup(conn.fileno()))
+        try:
+            first = sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return False
+        except OSError:
             return True
-        return bool(conn.closed)
+        finally:
+            sock.close()
+        return first in (b"", b"E")
 
     def cancel(self, conn):
-        conn.cancel()
+        """``pg_cancel_backend`` from a side connection. (psycopg2's ``cancel()``
+        holds the GIL while it waits for the server: one unresponsive server would
+        freeze the whole process.)"""
+        side = self.dbapi.connect(*self.connect_args, **{**self.connect_kwargs,
+                                                          "connect_timeout": 2})
+        try:
+            side.autocommit = True
+            with side.cursor() as cursor:
+                cursor.execute("select pg_cancel_backend(%s)", (conn.info.backend_pid,))
+        finally:
+            side.close()
 
     def socket_of(self, conn):
         return socket.socket(fileno=os.dup(conn.fileno()))

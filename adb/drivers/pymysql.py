@@ -5,6 +5,8 @@ Connections run in autocommit mode; transactions use ``begin()``/``commit()``.
 inserts, its bulk fast path.
 """
 
+import socket
+
 from ..errors import InterfaceError
 from .base import Driver, readable
 
@@ -26,6 +28,21 @@ class PyMySQLDriver(Driver):
         kwargs.setdefault("charset", "utf8mb4")
         kwargs["autocommit"] = True
         return super().check(kwargs)
+
+    def open(self):
+        # PyMySQL's connect_timeout covers the TCP connect, not the handshake: bound
+        # the handshake with a read timeout, lifted again once connected
+        timeout = self.connect_kwargs.get("connect_timeout", 10)
+        conn = self.dbapi.connect(*self.connect_args,
+                                  **{"read_timeout": timeout, **self.connect_kwargs})
+        if "read_timeout" not in self.connect_kwargs:
+            conn._read_timeout = None
+            conn._sock.settimeout(None)
+        sock = conn._sock  # a peer that vanished without a word is noticed within a minute
+        for option, value in (("TCP_KEEPIDLE", 30), ("TCP_KEEPINTVL", 10), ("TCP_KEEPCNT", 3)):
+            if hasattr(socket, option):
+                sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), value)
+        return conn
 
     def begin(self, conn):
         conn.begin()

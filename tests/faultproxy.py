@@ -1,0 +1,114 @@
+"""A loopback TCP proxy that injects network faults between adb and a server.
+
+No root needed. ``FaultProxy(target_host, target_port)`` listens on 127.0.0.1
+(``proxy.port``) and forwards; faults: ``cut()`` resets every open connection,
+``blackhole(True)`` keeps sockets open but forwards nothing, ``delay(s)`` holds
+every chunk that long, ``refuse(True)`` resets new connections at once,
+``deaf(True)`` accepts new connections and never answers them.
+"""
+
+import socket
+import struct
+import threading
+import time
+
+
+class FaultProxy:
+    def __init__(self, host, port):
+        self.target = (host, port)
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(128)
+        self.port = self.listener.getsockname()[1]
+        self.pairs = []
+        self.lock = threading.Lock()
+        self.black = threading.Event()
+        self.delay_s = 0.0
+        self.refusing = self.deafness = False
+        self.closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    # -- faults ------------------------------------------------------------------------
+    def cut(self):
+        """Reset every open connection (RST), as a dead router or ``ss -K`` would."""
+        with self.lock:
+            pairs, self.pairs = self.pairs, []
+        for pair in pairs:
+            for sock in pair:
+                _reset(sock)
+
+    def blackhole(self, on=True):
+        self.black.set() if on else self.black.clear()
+
+    def delay(self, seconds):
+        self.delay_s = seconds
+
+    def refuse(self, on=True):
+        self.refusing = on
+
+    def deaf(self, on=True):
+        self.deafness = on
+
+    def close(self):
+        self.closed = True
+        self.cut()
+        self.listener.close()
+
+    # -- plumbing ----------------------------------------------------------------------
+    def _accept(self):
+        while not self.closed:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            if self.refusing:
+                _reset(client)
+                continue
+            if self.deafness:
+                with self.lock:
+                    self.pairs.append((client,))
+                continue
+            try:
+                server = socket.create_connection(self.target, timeout=5)
+                server.settimeout(None)
+            except OSError:
+                _reset(client)
+                continue
+            with self.lock:
+                self.pairs.append((client, server))
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    def _pump(self, source, sink):
+        try:
+            while True:
+                data = source.recv(65536)
+                if not data:
+                    break
+                while self.black.is_set() and not self.closed:
+                    time.sleep(0.01)  # swallow nothing, forward nothing: the bytes wait
+                if self.delay_s:
+                    time.sleep(self.delay_s)
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (source, sink):
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+
+def _reset(sock):
+    """Drop the connection at once: wake the pump blocked on it, then reset (linger 0)."""
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    try:
+        sock.close()
+    except OSError:
+        pass

@@ -1,0 +1,126 @@
+"""Helpers for the fault tests: token inserts, outcome accounting, invariant checks."""
+
+import asyncio
+import os
+import shutil
+import subprocess
+import time
+import uuid
+
+import pytest
+
+import adb.sync
+from adb.errors import ConnectionLost, PoolClosed, PoolTimeout, QueueFull, StatementTimeout
+
+#: outcomes that say the call never ran / may have run
+NOT_RUN = (PoolTimeout, QueueFull, PoolClosed)
+
+
+class Ledger:
+    """What every call reported, checked against the rows in the table (invariant L)."""
+
+    def __init__(self):
+        self.ok, self.not_run, self.ambiguous, self.unexpected = set(), set(), set(), []
+        self.settle_max = 0.0
+
+    def record(self, token, outcome, seconds=0.0):
+        self.settle_max = max(self.settle_max, seconds)
+        if not isinstance(outcome, BaseException):
+            self.ok.add(token)
+        elif isinstance(outcome, (ConnectionLost, StatementTimeout)):
+            (self.ambiguous if outcome.may_have_run else self.not_run).add(token)
+        elif isinstance(outcome, NOT_RUN):
+            self.not_run.add(token)
+        else:
+            self.unexpected.append(outcome)
+
+    def check(self, present):
+        """``present``: list of tokens found in the table (duplicates included)."""
+        counts = {}
+        for token in present:
+            counts[token] = counts.get(token, 0) + 1
+        doubled = [t for t, n in counts.items() if n > 1]
+        lost = self.ok - set(counts)
+        ran_anyway = self.not_run & set(counts)
+        stray = set(counts) - self.ok - self.ambiguous
+        assert not self.unexpected, f"unexpected errors: {self.unexpected[:3]}"
+        assert not doubled, f"{len(doubled)} tokens written twice"
+        assert not lost, f"{len(lost)} calls reported OK but their rows are missing"
+        assert not ran_anyway, f"{len(ran_anyway)} calls reported 'did not run' but ran"
+        assert not stray, f"{len(stray)} rows nobody reported"
+        return {"ok": len(self.ok), "ambiguous": len(self.ambiguous),
+                "not_run": len(self.not_run), "rows": len(present),
+                "settle_max_s": round(self.settle_max, 2)}
+
+
+class TokenTable:
+    """A table of tokens with no unique index, so a doubled insert would show."""
+
+    def __init__(self, url, p="%s"):
+        self.url, self.p = url, p
+        self.name = "adb_fault_" + uuid.uuid4().hex[:8]
+        with adb.sync.Database(url, pool_size=1) as db:
+            db.runOperation(f"create table {self.name} (token varchar(40), n int)")
+
+    def insert_sql(self):
+        return f"insert into {self.name} (token, n) values ({self.p}, {self.p})"
+
+    def tokens(self):
+        with adb.sync.Database(self.url, pool_size=1) as db:
+            return [row[0] for row in db.runQuery(f"select token from {self.name}")]
+
+    def drop(self):
+        with adb.sync.Database(self.url, pool_size=1) as db:
+            db.runOperation(f"drop table if exists {self.name}")
+
+
+async def fire(db, table, count, ledger, prefix="t", **kw):
+    """Fire ``count`` token inserts at once; record each outcome with its settle time."""
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+
+    async def one(i):
+        token = f"{prefix}{i}"
+        try:
+            outcome = await db.runOperation(table.insert_sql(), (token, i), **kw)
+        except Exception as exc:
+            outcome = exc
+        ledger.record(token, outcome, loop.time() - start)
+    await asyncio.gather(*(one(i) for i in range(count)))
+
+
+async def recovers(db, probes=20, within=10.0):
+    """Seconds until ``probes`` consecutive ``select 1`` succeed (fails past ``within``)."""
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    streak = 0
+    last = None
+    while streak < probes:
+        if loop.time() - start > within:
+            raise AssertionError(f"the pool did not serve again within {within} s: {last!r}")
+        try:
+            assert await db.runQuery("select 1") == [(1,)]
+            streak += 1
+        except Exception as exc:
+            last, streak = exc, 0
+            await asyncio.sleep(0.05)
+    return loop.time() - start
+
+
+def pg_cluster():
+    """(version, cluster) for pg_ctlcluster, or skip when this process cannot restart it."""
+    versions = sorted(os.listdir("/etc/postgresql")) if os.path.isdir("/etc/postgresql") else []
+    if not versions or shutil.which("pg_ctlcluster") is None or os.geteuid() != 0:
+        pytest.skip("restarting PostgreSQL needs root and pg_ctlcluster (as on the CI machine)")
+    return versions[-1], "main"
+
+
+def restart_postgresql(mode="fast"):
+    version, cluster = pg_cluster()
+    subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", version, cluster, "restart",
+                    "-m", mode], check=True, capture_output=True, timeout=60)
+    deadline = time.monotonic() + 30
+    while subprocess.run(["pg_isready", "-h", "127.0.0.1", "-q"]).returncode != 0:
+        if time.monotonic() > deadline:
+            raise AssertionError("PostgreSQL did not come back within 30 s")
+        time.sleep(0.1)
