@@ -8,7 +8,7 @@ and refuses calls from any other loop.
 import asyncio
 
 from .core import BaseDatabase
-from .errors import InterfaceError, PoolClosed, PoolTimeout
+from .errors import InterfaceError, PoolClosed
 from .handback import BatchedHandback
 
 
@@ -68,7 +68,7 @@ class Database(BaseDatabase):
 
     def _result(self, future, claim, timeout):
         if claim is not None:
-            self._loop.call_later(timeout, _expire, future, claim, self.name, timeout)
+            self._loop.call_later(timeout, _expire, future, claim, self, timeout)
         return future
 
     async def close(self, timeout=None):
@@ -100,12 +100,10 @@ class Database(BaseDatabase):
         await self.close()
 
 
-def _expire(future, claim, name, timeout):
+def _expire(future, claim, db, timeout):
     try:
         claim.pop()
     except IndexError:
         return  # a worker started it: the caller waits for its result
     if not future.done():
-        future.set_exception(PoolTimeout(
-            f"no worker of the Database {name!r} became free within {timeout} s; "
-            "the call did not run"))
+        future.set_exception(db._pool_timeout(timeout))

@@ -16,7 +16,7 @@ import weakref
 from collections.abc import Mapping, Sequence
 
 from . import drivers, ops, rows
-from .errors import ForkError, InterfaceError, PoolClosed, QueueFull
+from .errors import ForkError, InterfaceError, PoolClosed, PoolTimeout, QueueFull
 from .pool import Pool, Worker
 from .transaction import Transaction, TransactionContext, TxState
 from .url import Target, make_target
@@ -264,6 +264,14 @@ class BaseDatabase:
         future = self._future()
         queue.put((future, fn, args, claim, statement_timeout))
         return self._result(future, claim, timeout)
+
+    def _pool_timeout(self, timeout):
+        """The PoolTimeout for a call that waited ``timeout`` s for a worker in vain."""
+        stats = self._pool.stats()
+        pinned = (f" ({stats['pinned']} of {stats['pool_size']} workers are pinned by "
+                  "transactions)" if stats["pinned"] else "")
+        return PoolTimeout(f"no worker of the Database {self.name!r} became free within "
+                           f"{timeout} s{pinned}; the call did not run")
 
     def _overflow(self):
         """Where a call goes when ``max_queued`` calls wait (``on_full="wait"``): a

@@ -8,7 +8,7 @@ import threading
 import time
 
 from .core import BaseDatabase
-from .errors import PoolClosed, PoolTimeout
+from .errors import PoolClosed
 
 
 class _Waiter:
@@ -25,7 +25,7 @@ class _Waiter:
         self.value = value
         self._lock.release()
 
-    def wait(self, claim, timeout, name):
+    def wait(self, claim, timeout, db):
         if claim is None or self._lock.acquire(timeout=timeout):
             if claim is None:
                 self._lock.acquire()
@@ -35,9 +35,7 @@ class _Waiter:
             except IndexError:  # a worker started it meanwhile: wait for the result
                 self._lock.acquire()
             else:
-                raise PoolTimeout(
-                    f"no worker of the Database {name!r} became free within {timeout} s; "
-                    "the call did not run")
+                raise db._pool_timeout(timeout)
         if self.ok:
             return self.value
         raise self.value
@@ -80,7 +78,7 @@ class Database(BaseDatabase):
             time.sleep(0.001)
 
     def _result(self, future, claim, timeout):
-        return future.wait(claim, timeout, self.name)
+        return future.wait(claim, timeout, self)
 
     def close(self, timeout=None):
         """Stop taking calls, let queued calls finish, roll back open transactions,

@@ -65,7 +65,7 @@ class Database(BaseDatabase):
 
     def _result(self, deferred, claim, timeout):
         if claim is not None:
-            self.reactor.callLater(timeout, _expire, deferred, claim, self.name, timeout)
+            self.reactor.callLater(timeout, _expire, deferred, claim, self, timeout)
         return deferred
 
     def close(self, timeout=None):
@@ -95,15 +95,13 @@ class Database(BaseDatabase):
             deferred.callback(None)
 
 
-def _expire(deferred, claim, name, timeout):
+def _expire(deferred, claim, db, timeout):
     try:
         claim.pop()
     except IndexError:
         return
     if not deferred.called:
-        deferred.errback(errors.PoolTimeout(
-            f"no worker of the Database {name!r} became free within {timeout} s; "
-            "the call did not run"))
+        deferred.errback(db._pool_timeout(timeout))
 
 
 class _Connection:

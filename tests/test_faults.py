@@ -417,3 +417,22 @@ def test_fork_child_gets_a_clear_error(tmp_path):
     assert "create the Database after forking" in message
     assert db.runQuery("select 1") == [(1,)]  # the parent is unaffected
     db.close()
+
+
+@pytest.mark.parametrize("kind", ["postgresql", "mysql"])
+async def test_slow_network_costs_time_not_correctness(kind, tokens):
+    require_server(kind)
+    proxy = proxy_for(kind)
+    db = adb.Database(via(proxy, URLS[kind]), pool_size=8)
+    table = tokens(URLS[kind], kind)
+    await db.runQuery("select 1")
+    proxy.delay(0.03)  # 30 ms on every chunk, both ways
+    ledger = Ledger()
+    start = time.monotonic()
+    await fire(db, table, 300, ledger)
+    elapsed = time.monotonic() - start
+    figures = ledger.check(table.tokens())
+    assert figures["ok"] == 300  # slower, never wrong
+    report("F14 delay", kind=kind, seconds=round(elapsed, 2), **figures)
+    await db.close()
+    proxy.close()

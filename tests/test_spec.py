@@ -343,7 +343,7 @@ async def test_pool_timeout_when_every_worker_is_pinned(front, target):
     database = FRONTS[front](target.url, pool_size=1)
     try:
         tx = await ev(database.beginTransaction())
-        with pytest.raises(PoolTimeout, match="did not run"):
+        with pytest.raises(PoolTimeout, match="1 of 1 workers are pinned.*did not run"):
             await ev(database.runQuery("select 1", timeout=0.2))
         await ev(tx.rollback())
         assert await ev(database.runQuery("select 1", timeout=0.2)) == [(1,)]
