@@ -334,6 +334,9 @@ class BaseDatabase:
             self._tempfile = None
 
 
+_PLAIN_PARAMS = frozenset({tuple, list, dict})
+
+
 class _Parked(collections.deque):
     put = collections.deque.append
 
@@ -349,6 +352,8 @@ def _statement(sql, params):
 
 
 def _check_params(params):
+    if type(params) in _PLAIN_PARAMS:  # the common case, without ABC checks
+        return
     if isinstance(params, (str, bytes)):
         raise TypeError(
             f"parameters must be a tuple, list or dict, not {type(params).__name__} "

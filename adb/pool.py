@@ -26,6 +26,9 @@ log = logging.getLogger("adb")
 #: shared-queue sentinel: the worker that takes it exits
 STOP = None
 
+#: seconds of idleness after which a connection's socket is checked before use
+LIVENESS_AFTER = 0.05
+
 
 class Worker:
     """One thread and its connection. All methods run in that thread, except that
@@ -138,6 +141,10 @@ class Worker:
         if self.lifetime is not None and now - self.born > self.lifetime:
             return "max_lifetime"
         if self.driver.is_closed(conn):
+            return "closed"
+        # the socket check releases the GIL (a thread switch under load), so it is
+        # only worth it once a connection has sat idle long enough to be dropped unseen
+        if now - self.last_used > LIVENESS_AFTER and self.driver.peer_gone(conn):
             return "closed by the server or the network"
         check_idle = self.pool.check_idle
         if check_idle is not None and now - self.last_used > check_idle \

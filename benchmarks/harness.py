@@ -93,7 +93,7 @@ def run_matrix(systems, scenario, url, rows, pool_size, repeat, timeout, ui):
     return runs
 
 
-def summarise(runs, keys=("seconds", "rows_per_s", "peak_rss_mb")):
+def summarise(runs, keys=("seconds", "rows_per_s", "peak_rss_mb", "cpu_us_per_row")):
     """{system: {key: {"median", "min", "max"}, "runs": n, "errors": [..]}}."""
     summary = {}
     for run in runs:

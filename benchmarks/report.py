@@ -44,7 +44,8 @@ def server_version(url, kind):
 def table(summary, unavailable, baseline="adbapi"):
     """Rows/s median (min-max), seconds, peak RSS and ratios, one line per system."""
     lines = []
-    head = f"{'system':<22} {'rows/s median (min-max)':>28} {'seconds':>8} {'peak RSS':>9}"
+    head = (f"{'system':<22} {'rows/s median (min-max)':>28} {'seconds':>8} {'peak RSS':>9}"
+            f" {'CPU us/row':>10}")
     base = summary.get(baseline, {}).get("rows_per_s", {}).get("median")
     threads = summary.get("threads", {}).get("rows_per_s", {}).get("median")
     head += f" {'x ' + baseline:>9} {'x threads':>9}"
@@ -55,7 +56,8 @@ def table(summary, unavailable, baseline="adbapi"):
             continue
         r, s, m = entry["rows_per_s"], entry["seconds"], entry.get("peak_rss_mb", {})
         cell = f"{r['median']:,.0f} ({r['min']:,.0f}-{r['max']:,.0f})"
-        line = f"{name:<22} {cell:>28} {s['median']:>8.2f} {m.get('median', 0):>7.0f}MB"
+        cpu = entry.get("cpu_us_per_row", {}).get("median", 0)
+        line = f"{name:<22} {cell:>28} {s['median']:>8.2f} {m.get('median', 0):>7.0f}MB {cpu:>10.0f}"
         line += f" {_ratio(r['median'], base):>9} {_ratio(r['median'], threads):>9}"
         if entry["errors"]:
             line += f"  ({len(entry['errors'])} failed: {entry['errors'][0]})"

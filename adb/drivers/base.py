@@ -59,8 +59,13 @@ class Driver:
         return self.dbapi.connect(*self.connect_args, **self.connect_kwargs)
 
     def is_closed(self, conn):
-        """True when ``conn`` is known to be unusable (checked before every call
-        outside a transaction, so it must be cheap: no round trip)."""
+        """True when ``conn`` is known to be closed (checked before every call
+        outside a transaction, so it must be cheap: no system call)."""
+        return False
+
+    def peer_gone(self, conn):
+        """True when the server has dropped ``conn`` while it was idle (checked before
+        a call on a connection idle a while: one non-blocking system call)."""
         return False
 
     def cancel(self, conn):

@@ -71,8 +71,9 @@ class Psycopg2Driver(Driver):
         return total
 
     def is_closed(self, conn):
-        if conn.closed:
-            return True
+        return bool(conn.closed)
+
+    def peer_gone(self, conn):
         if not readable(conn.fileno()):
             return False
         # Something arrived while idle: the end of the stream, or a message. A

@@ -48,7 +48,10 @@ class PyMySQLDriver(Driver):
         conn.begin()
 
     def is_closed(self, conn):
-        return not conn.open or readable(conn._sock.fileno())
+        return not conn.open
+
+    def peer_gone(self, conn):
+        return readable(conn._sock.fileno())
 
     def cancel(self, conn):
         """KILL QUERY from a side connection (MySQL has no in-band cancel)."""
