@@ -18,7 +18,7 @@ def main(argv):
     request = json.loads(argv[0])
     system = SYSTEMS[request.pop("system")]
     spec = RunSpec(**request)
-    module_name, function = system.runner.split(":")
+    module_name, function = system.runner_for(spec.scenario)
     runner = getattr(importlib.import_module(module_name), function)
     result = runner(spec)
     usage = resource.getrusage(resource.RUSAGE_SELF)

@@ -139,7 +139,7 @@ def main(argv=None):
         url = f"sqlite:///{tmpdir.name}/bench.db"
     kind = kind_of(url)
     unavailable = {n: r for n in args.system_names
-                   if (r := SYSTEMS[n].unavailable(kind)) is not None}
+                   if (r := SYSTEMS[n].unavailable(kind, scenario.NAME)) is not None}
     systems = [n for n in args.system_names if n not in unavailable]
     started = time.time()
     print(f"{scenario.NAME} (seed {scenario.SEED}): {args.rows:,} rows, pool {args.pool_size}, "

@@ -93,7 +93,8 @@ def run_matrix(systems, scenario, url, rows, pool_size, repeat, timeout, ui):
     return runs
 
 
-def summarise(runs, keys=("seconds", "rows_per_s", "peak_rss_mb", "cpu_us_per_row")):
+def summarise(runs, keys=("seconds", "rows_per_s", "peak_rss_mb", "cpu_us_per_row",
+                          "insert_us", "select_us")):
     """{system: {key: {"median", "min", "max"}, "runs": n, "errors": [..]}}."""
     summary = {}
     for run in runs:

@@ -59,6 +59,9 @@ def table(summary, unavailable, baseline="adbapi"):
         cpu = entry.get("cpu_us_per_row", {}).get("median", 0)
         line = f"{name:<22} {cell:>28} {s['median']:>8.2f} {m.get('median', 0):>7.0f}MB {cpu:>10.0f}"
         line += f" {_ratio(r['median'], base):>9} {_ratio(r['median'], threads):>9}"
+        if "insert_us" in entry:
+            line += (f"  insert {entry['insert_us']['median']:.0f} us,"
+                     f" select {entry['select_us']['median']:.0f} us per call")
         if entry["errors"]:
             line += f"  ({len(entry['errors'])} failed: {entry['errors'][0]})"
         lines.append(line)

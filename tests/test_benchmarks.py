@@ -135,3 +135,18 @@ def test_seed_flag_form_runs_against_the_servers(kind, tmp_path):
     document = json.loads((tmp_path / "seed.json").read_text())
     assert set(document["summary"]) == {"adb-tornado", "adbapi", "txmysql-role"}
     assert document["unavailable"] == {}
+
+
+@pytest.mark.parametrize("kind", ["postgresql", "sqlite"])
+def test_sequential_scenario_reports_microseconds_per_call(kind, tmp_path):
+    url = f"sqlite:///{tmp_path}/s.db" if kind == "sqlite" else URLS[kind]
+    if kind != "sqlite":
+        require_server(kind)
+    systems = "adb-asyncio,adb-sync,threads" + (",asyncpg,aiopg" if kind == "postgresql" else "")
+    out = tmp_path / "seq.json"
+    assert cli.main(["--scenario", "sequential", "--dburl", url, "--rows", "150",
+                     "--systems", systems, "--json", str(out)]) == 0
+    summary = json.loads(out.read_text())["summary"]
+    assert set(summary) == set(systems.split(","))
+    for entry in summary.values():
+        assert entry["insert_us"]["median"] > 0 and entry["select_us"]["median"] > 0

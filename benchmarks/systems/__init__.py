@@ -21,10 +21,21 @@ class System:
     programs: tuple = ()    # executables on PATH
     note: str = ""
 
-    def unavailable(self, kind):
-        """None if this system can run against ``kind`` here, else the reason."""
+    def runner_for(self, scenario):
+        """``(module, function name)`` running ``scenario``."""
+        module, function = self.runner.split(":")
+        if scenario != "parallel-insert":
+            function += "_" + scenario.replace("-", "_")
+        return module, function
+
+    def unavailable(self, kind, scenario="parallel-insert"):
+        """None if this system can run ``scenario`` against ``kind`` here, else why."""
         if kind not in self.kinds:
             return f"does not talk to {kind}"
+        module, function = self.runner_for(scenario)
+        if importlib.util.find_spec(module) and not hasattr(importlib.import_module(module),
+                                                            function):
+            return f"has no {scenario} runner"
         for module in self.requires:
             if importlib.util.find_spec(module) is None:
                 return f"{module} is not installed (pip install 'adb-async[bench]')"

@@ -84,3 +84,59 @@ def sync_run(spec):
         run_in_threads(spec.pool_size, caller)
         seconds = time.perf_counter() - start
         return {"seconds": seconds, "ok_calls": next(done)}
+
+
+async def _sequential(spec, db):
+    from ..scenarios import sequential as seq
+    insert, select = seq.statement(db.paramstyle), seq.select_statement(db.paramstyle)
+    rows = seq.params(spec.rows)
+    await db.runQuery("select 1")
+    start = time.perf_counter()
+    for p in rows:
+        await db.runOperation(insert, p)
+    middle = time.perf_counter()
+    for i in range(spec.rows):
+        await db.runQuery(select, (i,))
+    return seq.figures(middle - start, time.perf_counter() - middle, spec.rows)
+
+
+def asyncio_run_sequential(spec):
+    import adb
+
+    async def main():
+        db = adb.Database(spec.url, pool_size=spec.pool_size)
+        try:
+            return await _sequential(spec, db)
+        finally:
+            await db.close()
+    return asyncio.run(main())
+
+
+def tornado_run_sequential(spec):
+    from tornado.ioloop import IOLoop
+
+    import adb.tornado
+
+    async def main():
+        db = adb.tornado.Database(spec.url, pool_size=spec.pool_size)
+        try:
+            return await _sequential(spec, db)
+        finally:
+            await db.close()
+    return IOLoop.current().run_sync(main)
+
+
+def sync_run_sequential(spec):
+    import adb.sync
+
+    from ..scenarios import sequential as seq
+    with adb.sync.Database(spec.url, pool_size=spec.pool_size) as db:
+        insert, select = seq.statement(db.paramstyle), seq.select_statement(db.paramstyle)
+        db.runQuery("select 1")
+        start = time.perf_counter()
+        for p in seq.params(spec.rows):
+            db.runOperation(insert, p)
+        middle = time.perf_counter()
+        for i in range(spec.rows):
+            db.runQuery(select, (i,))
+        return seq.figures(middle - start, time.perf_counter() - middle, spec.rows)

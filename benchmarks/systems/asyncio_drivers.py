@@ -107,3 +107,99 @@ def aiomysql_run(spec):
             pool.close()
             await pool.wait_closed()
     return asyncio.run(main())
+
+
+async def _sequential(spec, insert, select):
+    from ..scenarios import sequential as seq
+    start = time.perf_counter()
+    for p in seq.params(spec.rows):
+        await insert(p)
+    middle = time.perf_counter()
+    for i in range(spec.rows):
+        await select(i)
+    return seq.figures(middle - start, time.perf_counter() - middle, spec.rows)
+
+
+def asyncpg_run_sequential(spec):
+    import asyncpg
+
+    from ..scenarios import sequential as seq
+
+    async def main():
+        pool = await asyncpg.create_pool(min_size=1, max_size=spec.pool_size, **spec.connect_kwargs())
+        insert = seq.statement("format").replace("%s", "$1", 1).replace("%s", "$2", 1)
+        select = seq.select_statement("format").replace("%s", "$1")
+        try:
+            return await _sequential(spec, lambda p: pool.execute(insert, *p),
+                                     lambda i: pool.fetch(select, i))
+        finally:
+            await pool.close()
+    return asyncio.run(main())
+
+
+def aiopg_run_sequential(spec):
+    import aiopg
+
+    from ..scenarios import sequential as seq
+
+    async def main():
+        pool = await aiopg.create_pool(_dsn(spec), minsize=1, maxsize=spec.pool_size)
+
+        async def run(query, params, fetch):
+            async with pool.acquire() as conn:
+                async with conn.cursor() as cur:
+                    await cur.execute(query, params)
+                    if fetch:
+                        await cur.fetchall()
+        try:
+            return await _sequential(
+                spec, lambda p: run(seq.statement("format"), p, False),
+                lambda i: run(seq.select_statement("format"), (i,), True))
+        finally:
+            pool.close()
+            await pool.wait_closed()
+    return asyncio.run(main())
+
+
+def psycopg3_run_sequential(spec):
+    from psycopg_pool import AsyncConnectionPool
+
+    from ..scenarios import sequential as seq
+
+    async def main():
+        pool = AsyncConnectionPool(_dsn(spec), min_size=1, max_size=spec.pool_size,
+                                   kwargs={"autocommit": True}, open=False)
+        await pool.open(wait=True)
+
+        async def run(query, params, fetch):
+            async with pool.connection() as conn:
+                cur = await conn.execute(query, params)
+                if fetch:
+                    await cur.fetchall()
+        try:
+            return await _sequential(
+                spec, lambda p: run(seq.statement("format"), p, False),
+                lambda i: run(seq.select_statement("format"), (i,), True))
+        finally:
+            await pool.close()
+    return asyncio.run(main())
+
+
+def aiomysql_run_sequential(spec):
+    from ..scenarios import sequential as seq
+
+    async def main():
+        pool = await aiomysql_pool(spec)
+
+        async def select(i):
+            async with pool.acquire() as conn:
+                async with conn.cursor() as cur:
+                    await cur.execute(seq.select_statement("format"), (i,))
+                    await cur.fetchall()
+        try:
+            return await _sequential(
+                spec, lambda p: aiomysql_execute(pool, seq.statement("format"), p), select)
+        finally:
+            pool.close()
+            await pool.wait_closed()
+    return asyncio.run(main())

@@ -28,3 +28,22 @@ def run(spec):
     for conn in connections:
         conn.close()
     return {"seconds": seconds, "ok_calls": sum(done)}
+
+
+def run_sequential(spec):
+    """The blocking driver alone, one connection, no threads: the floor for seed 001."""
+    from ..scenarios import sequential as seq
+    conn = connect(spec)
+    cursor = conn.cursor()
+    style = "qmark" if spec.kind == "sqlite" else "format"
+    insert, select = seq.statement(style), seq.select_statement(style)
+    start = time.perf_counter()
+    for p in seq.params(spec.rows):
+        cursor.execute(insert, p)
+    middle = time.perf_counter()
+    for i in range(spec.rows):
+        cursor.execute(select, (i,))
+        cursor.fetchall()
+    end = time.perf_counter()
+    conn.close()
+    return seq.figures(middle - start, end - middle, spec.rows)

@@ -86,3 +86,45 @@ def adbapi_autocommit(spec):
         else:
             conn.autocommit = True
     return _run(spec, ConnectionPool, cp_openfun=autocommit)
+
+
+def _sequential(spec, pool_class, **pool_kw):
+    from twisted.internet import defer, reactor
+
+    from ..scenarios import sequential as seq
+    args, kwargs = _pool_args(spec)
+    pool = pool_class(*args, cp_min=1, cp_max=spec.pool_size, **pool_kw, **kwargs)
+    style = "qmark" if spec.kind == "sqlite" else "format"
+    result = {}
+
+    @defer.inlineCallbacks
+    def main():
+        try:
+            yield pool.runQuery("select 1")
+            start = time.perf_counter()
+            for p in seq.params(spec.rows):
+                yield pool.runOperation(seq.statement(style), p)
+            middle = time.perf_counter()
+            for i in range(spec.rows):
+                yield pool.runQuery(seq.select_statement(style), (i,))
+            result.update(seq.figures(middle - start, time.perf_counter() - middle, spec.rows))
+        except Exception as exc:
+            result["error"] = repr(exc)
+        finally:
+            pool.close()
+            reactor.stop()
+    reactor.callWhenRunning(main)
+    reactor.run()
+    if "error" in result:
+        raise RuntimeError(result["error"])
+    return result
+
+
+def adb_default_sequential(spec):
+    from adb.twisted import ConnectionPool
+    return _sequential(spec, ConnectionPool)
+
+
+def adbapi_default_sequential(spec):
+    from twisted.enterprise.adbapi import ConnectionPool
+    return _sequential(spec, ConnectionPool)
