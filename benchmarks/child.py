@@ -26,6 +26,7 @@ def main(argv):
     # CPU this process used (the whole run: start-up included), per row, in microseconds;
     # on a machine where the server shares the CPUs, that is what the client costs it
     result.setdefault("cpu_us_per_row", (usage.ru_utime + usage.ru_stime) / spec.rows * 1e6)
+    result.setdefault("switches_per_row", (usage.ru_nvcsw + usage.ru_nivcsw) / spec.rows)
     print(json.dumps(result))
     return 0
 
