@@ -7,7 +7,6 @@ a temporary file), every system that can run on it, once. The seed's options
 """
 
 import argparse
-import os
 import sys
 import tempfile
 import time

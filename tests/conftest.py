@@ -6,7 +6,6 @@ that need it are skipped with a message saying how to get one, except under
 CI=true, where a missing server fails them.
 """
 
-import asyncio
 import inspect
 import os
 import socket

@@ -10,7 +10,6 @@ every call settles within a bound; the pool serves again within 10 s.
 import asyncio
 import json
 import os
-import resource
 import threading
 import time
 from urllib.parse import urlsplit, urlunsplit
@@ -24,12 +23,6 @@ from adb.errors import ConnectionLost, ForkError, PoolClosed, QueueFull, ServerU
 from .conftest import URLS, require_server
 from .faultproxy import FaultProxy
 from .faults import Ledger, TokenTable, fire, recovers, restart_postgresql
-
-
-def rss_mb():
-    """This process's resident memory now (not its peak), in MB."""
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * resource.getpagesize() / 2**20
 
 
 def report(name, **figures):
@@ -343,26 +336,12 @@ async def test_max_idle_closes_unused_connections():
 
 
 async def test_backpressure_wait_keeps_a_burst_in_bounded_memory(tmp_path):
-    db = adb.Database(f"sqlite:///{tmp_path}/burst.db", pool_size=4, max_queued=1000)
-    done = 0
-
-    def count(_):
-        nonlocal done
-        done += 1
-    before = peak = rss_mb()
+    from benchmarks.burst import burst
     calls = 300_000
-    for i in range(calls):
-        await db.wait_for_room()
-        db.runQuery("select 1").add_done_callback(count)
-        if i % 10_000 == 0:
-            peak = max(peak, rss_mb())
-    while done < calls:
-        await asyncio.sleep(0.01)
-    grown_mb = max(peak, rss_mb()) - before
+    seconds, _, grown_mb = await burst(f"sqlite:///{tmp_path}/burst.db", calls, 1000, 4)
     assert grown_mb < 50, grown_mb
-    assert db.stats()["queued"] == 0
-    report("F23 burst, wait mode", calls=calls, rss_growth_mb=round(grown_mb, 1))
-    await db.close()
+    report("F23 burst, wait mode", calls=calls, seconds=round(seconds, 1),
+           rss_growth_mb=round(grown_mb, 1))
     raising = adb.Database("sqlite://", max_queued=10, on_full="raise")
     tx = await raising.beginTransaction()  # the only worker is pinned: nothing drains
     pending = [raising.runQuery("select 1") for _ in range(10)]

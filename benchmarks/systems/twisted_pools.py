@@ -24,34 +24,42 @@ def _pool_args(spec):
     return (spec.driver,), kwargs
 
 
-def _run(spec, pool_class, **pool_kw):
+def run_reactor(main):
+    """Run ``main()`` (a Deferred or coroutine giving a dict of figures) on the
+    reactor, stop it, and return the dict; an error in ``main`` is raised here."""
     from twisted.internet import defer, reactor
-    args, kwargs = _pool_args(spec)
-    pool = pool_class(*args, cp_min=spec.pool_size, cp_max=spec.pool_size, **pool_kw, **kwargs)
-    sql = pi.statement("qmark" if spec.kind == "sqlite" else "format")
-    rows = pi.params(spec.rows)
     result = {}
 
-    @defer.inlineCallbacks
-    def main():
-        try:
-            yield defer.gatherResults([pool.runQuery("select 1") for _ in range(spec.pool_size * 2)])
-            start = time.perf_counter()
-            done = yield defer.gatherResults([pool.runOperation(sql, p) for p in rows])
-            result["seconds"] = time.perf_counter() - start
-            result["ok_calls"] = len(done)
-            if hasattr(pool, "stats"):
-                result["wakeups"] = pool.stats()["wakeups"]
-        except Exception as exc:
-            result["error"] = repr(exc)
-        finally:
-            pool.close()
-            reactor.stop()
-    reactor.callWhenRunning(main)
+    def start():
+        d = defer.ensureDeferred(main())
+        d.addCallbacks(result.update, lambda f: result.setdefault("error", f.getErrorMessage()))
+        d.addBoth(lambda _: reactor.stop())
+    reactor.callWhenRunning(start)
     reactor.run()
     if "error" in result:
         raise RuntimeError(result["error"])
     return result
+
+
+def _run(spec, pool_class, **pool_kw):
+    from twisted.internet import defer
+    args, kwargs = _pool_args(spec)
+    pool = pool_class(*args, cp_min=spec.pool_size, cp_max=spec.pool_size, **pool_kw, **kwargs)
+    sql = pi.statement("qmark" if spec.kind == "sqlite" else "format")
+    rows = pi.params(spec.rows)
+
+    async def main():
+        try:
+            await defer.gatherResults([pool.runQuery("select 1") for _ in range(spec.pool_size * 2)])
+            start = time.perf_counter()
+            done = await defer.gatherResults([pool.runOperation(sql, p) for p in rows])
+            result = {"seconds": time.perf_counter() - start, "ok_calls": len(done)}
+            if hasattr(pool, "stats"):
+                result["wakeups"] = pool.stats()["wakeups"]
+            return result
+        finally:
+            pool.close()
+    return run_reactor(main)
 
 
 def adb_default(spec):
@@ -89,35 +97,24 @@ def adbapi_autocommit(spec):
 
 
 def _sequential(spec, pool_class, **pool_kw):
-    from twisted.internet import defer, reactor
-
     from ..scenarios import sequential as seq
     args, kwargs = _pool_args(spec)
     pool = pool_class(*args, cp_min=1, cp_max=spec.pool_size, **pool_kw, **kwargs)
     style = "qmark" if spec.kind == "sqlite" else "format"
-    result = {}
 
-    @defer.inlineCallbacks
-    def main():
+    async def main():
         try:
-            yield pool.runQuery("select 1")
+            await pool.runQuery("select 1")
             start = time.perf_counter()
             for p in seq.params(spec.rows):
-                yield pool.runOperation(seq.statement(style), p)
+                await pool.runOperation(seq.statement(style), p)
             middle = time.perf_counter()
             for i in range(spec.rows):
-                yield pool.runQuery(seq.select_statement(style), (i,))
-            result.update(seq.figures(middle - start, time.perf_counter() - middle, spec.rows))
-        except Exception as exc:
-            result["error"] = repr(exc)
+                await pool.runQuery(seq.select_statement(style), (i,))
+            return seq.figures(middle - start, time.perf_counter() - middle, spec.rows)
         finally:
             pool.close()
-            reactor.stop()
-    reactor.callWhenRunning(main)
-    reactor.run()
-    if "error" in result:
-        raise RuntimeError(result["error"])
-    return result
+    return run_reactor(main)
 
 
 def adb_default_sequential(spec):

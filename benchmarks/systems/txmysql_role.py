@@ -8,27 +8,13 @@ Deferred); on PostgreSQL, txpostgres (psycopg2's async mode on Twisted).
 import time
 
 from ..scenarios import parallel_insert as pi
+from .twisted_pools import run_reactor
 
 
 def run(spec):
     if spec.kind == "mysql":
         return _aiomysql_on_twisted(spec)
     return _txpostgres(spec)
-
-
-def _reactor_main(main):
-    from twisted.internet import defer, reactor
-    result = {}
-
-    def start():
-        d = defer.ensureDeferred(main())
-        d.addCallbacks(result.update, lambda f: result.setdefault("error", f.getErrorMessage()))
-        d.addBoth(lambda _: reactor.stop())
-    reactor.callWhenRunning(start)
-    reactor.run()
-    if "error" in result:
-        raise RuntimeError(result["error"])
-    return result
 
 
 def _aiomysql_on_twisted(spec):
@@ -57,7 +43,7 @@ def _aiomysql_on_twisted(spec):
         finally:
             pool.close()
             await defer.Deferred.fromFuture(asyncio.ensure_future(pool.wait_closed()))
-    return _reactor_main(main)
+    return run_reactor(main)
 
 
 def _txpostgres(spec):
@@ -78,4 +64,4 @@ def _txpostgres(spec):
                     "stand_in": "txpostgres"}
         finally:
             pool.close()
-    return _reactor_main(main)
+    return run_reactor(main)
