@@ -82,8 +82,12 @@ class BaseDatabase:
             fd, self._tempfile = tempfile.mkstemp(prefix="adb-", suffix=".db")
             os.close(fd)
             target = Target("sqlite3", {"database": self._tempfile})
-        self._driver = driver_obj = drivers.load(target, on_connect)
-        size = _check_pool_size(pool_size, driver_obj)
+        try:
+            self._driver = driver_obj = drivers.load(target, on_connect)
+            size = _check_pool_size(pool_size, driver_obj)
+        except BaseException:
+            self._close_end()  # the embedded default's file, if one was made
+            raise
         self._row_factory = rows.resolve(row_factory)
         self._timeout = _check_timeout(timeout)
         self._statement_timeout = _check_timeout(statement_timeout, "statement_timeout")
