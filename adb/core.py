@@ -106,6 +106,7 @@ class BaseDatabase:
         self._room_waiters = collections.deque()
         self._open_tx = weakref.WeakSet()
         self._pool = Pool(driver_obj, size, self.name, self._is_abandoned, **pool_options)
+        self._shared = _Submitter(self._pool.submit)
         _live.add(self)
         log.debug("%r created", self)
 
@@ -258,11 +259,11 @@ class BaseDatabase:
         if queue is None:
             if timeout is not None:
                 claim = [True]
-            queue = self._pool.queue
-            if self._max_queued is not None and queue.qsize() >= self._max_queued:
+            queue = self._shared
+            if self._max_queued is not None and self._pool.queue.qsize() >= self._max_queued:
                 if self._on_full == "raise":
                     raise QueueFull(
-                        f"the Database {self.name!r} already has {queue.qsize()} calls waiting "
+                        f"the Database {self.name!r} already has {self._max_queued} calls waiting "
                         f"(max_queued={self._max_queued}); this call did not run")
                 queue = self._overflow()
         future = self._future()
@@ -288,9 +289,9 @@ class BaseDatabase:
     def _admit(self):
         """Move parked calls into the pool's queue while there is room, then wake
         ``wait_for_room`` callers (loop thread, after each batch of results)."""
-        parked, queue = self._parked, self._pool.queue
+        parked, submit = self._parked, self._pool.submit
         while parked and self._room():
-            queue.put(parked.popleft())
+            submit(parked.popleft())
         waiters = self._room_waiters
         while waiters and not parked and self._room():
             self._wake(waiters.popleft())
@@ -339,6 +340,15 @@ class BaseDatabase:
 
 
 _PLAIN_PARAMS = frozenset({tuple, list, dict})
+
+
+class _Submitter:
+    """``put(job)`` for the pool's shared work (hand-off to an idle worker or queue)."""
+
+    __slots__ = ("put",)
+
+    def __init__(self, submit):
+        self.put = submit
 
 
 class _Parked(collections.deque):

@@ -25,6 +25,8 @@ log = logging.getLogger("adb")
 
 #: shared-queue sentinel: the worker that takes it exits
 STOP = None
+#: inbox sentinel: look at the shared queue again
+WAKE = object()
 
 #: seconds of idleness after which a connection's socket is checked before use
 LIVENESS_AFTER = 0.05
@@ -48,26 +50,18 @@ class Worker:
         self.seq = 0
         self.cancelled_seq = self.aborted_seq = -1
         self.completed = self.errors = self.connects = self.recycled = 0
+        self.inbox = SimpleQueue()  # jobs handed to this worker while it was idle
         self.thread = threading.Thread(
             target=self.run, name=f"{pool.name}-worker-{index}", daemon=True)
 
     def run(self):
-        get = self.pool.queue.get
-        max_idle = self.pool.max_idle
         job = None
         try:
             self.warm_up()
             while True:
-                if self.txq is not None:
-                    job = self.txq.get()
-                elif max_idle is None or self.conn is None:
-                    job = get()
-                else:
-                    try:
-                        job = get(timeout=max_idle)
-                    except Empty:
-                        self.disconnect("idle for max_idle")
-                        continue
+                job = self.txq.get() if self.txq is not None else self.next_job()
+                if job is WAKE:
+                    continue
                 if job is STOP:
                     break
                 try:
@@ -78,6 +72,37 @@ class Worker:
         finally:
             self.disconnect()
             self.pool.worker_exited()
+
+    def next_job(self):
+        """The next shared job: one handed to this worker, else one from the shared
+        queue, else register as idle and sleep until a caller hands one over.
+
+        Idle workers form a stack, so the most recently busy (hot) thread gets the
+        next call instead of whichever thread the kernel would wake. A worker
+        re-checks the shared queue after registering, so a job queued while it was
+        registering is never stranded."""
+        pool = self.pool
+        for source in (self.inbox, pool.queue):
+            try:
+                return source.get_nowait()
+            except Empty:
+                pass
+        pool.idle.append(self)
+        try:
+            job = pool.queue.get_nowait()
+        except Empty:
+            try:
+                if pool.max_idle is None or self.conn is None:
+                    return self.inbox.get()
+                return self.inbox.get(timeout=pool.max_idle)
+            except Empty:
+                self.disconnect("idle for max_idle")
+                job = WAKE
+        try:
+            pool.idle.remove(self)
+        except ValueError:
+            pass  # a caller took this worker meanwhile: its job waits in the inbox
+        return job
 
     def warm_up(self):
         """Connect before the first job so it pays no connect; failures wait for a job."""
@@ -339,6 +364,7 @@ class Pool:
         self.started = False
         self.on_exit = None
         self.connections = {}  # worker thread id -> its DB-API connection
+        self.idle = []  # workers waiting for a job, most recently idle last
         self.max_lifetime, self.max_idle, self.check_idle = max_lifetime, max_idle, check_idle
         self.cancel_grace = cancel_grace
         self.backoff = backoff or health.Backoff()
@@ -391,11 +417,25 @@ class Pool:
             self.reconnects += 1
         return conn
 
+    def submit(self, job):
+        """Hand ``job`` to the most recently idle worker, or queue it for the next free one."""
+        try:
+            worker = self.idle.pop()
+        except IndexError:
+            self.queue.put(job)
+        else:
+            worker.inbox.put(job)
+
     def stop(self):
         """Let every queued job run, then end each worker (non-blocking)."""
         self.closing = True
         for _ in self.workers:
             self.queue.put(STOP)
+        while self.idle:  # sleeping workers look at the shared queue and find a STOP
+            try:
+                self.idle.pop().inbox.put(WAKE)
+            except IndexError:
+                break
         self.start()  # an unstarted pool still settles what was queued
 
     def fail_queued(self, error):

@@ -49,7 +49,7 @@ class _AfterRoom:
 
     def put(self, job):
         self.db.wait_for_room()
-        self.db._pool.queue.put(job)
+        self.db._pool.submit(job)
 
 
 def _deliver(waiter, ok, value):
