@@ -6,6 +6,8 @@ systems report microseconds per insert and per select, beside the blocking
 driver used directly.
 """
 
+import time
+
 from . import parallel_insert
 
 NAME = "sequential"
@@ -26,3 +28,25 @@ def select_statement(paramstyle):
 def figures(insert_seconds, select_seconds, rows):
     return {"seconds": insert_seconds + select_seconds, "ok_calls": rows,
             "insert_us": insert_seconds / rows * 1e6, "select_us": select_seconds / rows * 1e6}
+
+
+def run_blocking(rows, insert, select):
+    """Time ``insert(params)`` for every row, then ``select(key)`` for every key."""
+    start = time.perf_counter()
+    for p in params(rows):
+        insert(p)
+    middle = time.perf_counter()
+    for key in range(rows):
+        select(key)
+    return figures(middle - start, time.perf_counter() - middle, rows)
+
+
+async def run_async(rows, insert, select):
+    """``run_blocking`` for awaitable calls (futures, coroutines, Deferreds under Twisted)."""
+    start = time.perf_counter()
+    for p in params(rows):
+        await insert(p)
+    middle = time.perf_counter()
+    for key in range(rows):
+        await select(key)
+    return figures(middle - start, time.perf_counter() - middle, rows)

@@ -89,15 +89,9 @@ def sync_run(spec):
 async def _sequential(spec, db):
     from ..scenarios import sequential as seq
     insert, select = seq.statement(db.paramstyle), seq.select_statement(db.paramstyle)
-    rows = seq.params(spec.rows)
     await db.runQuery("select 1")
-    start = time.perf_counter()
-    for p in rows:
-        await db.runOperation(insert, p)
-    middle = time.perf_counter()
-    for i in range(spec.rows):
-        await db.runQuery(select, (i,))
-    return seq.figures(middle - start, time.perf_counter() - middle, spec.rows)
+    return await seq.run_async(spec.rows, lambda p: db.runOperation(insert, p),
+                               lambda key: db.runQuery(select, (key,)))
 
 
 def asyncio_run_sequential(spec):
@@ -133,10 +127,5 @@ def sync_run_sequential(spec):
     with adb.sync.Database(spec.url, pool_size=spec.pool_size) as db:
         insert, select = seq.statement(db.paramstyle), seq.select_statement(db.paramstyle)
         db.runQuery("select 1")
-        start = time.perf_counter()
-        for p in seq.params(spec.rows):
-            db.runOperation(insert, p)
-        middle = time.perf_counter()
-        for i in range(spec.rows):
-            db.runQuery(select, (i,))
-        return seq.figures(middle - start, time.perf_counter() - middle, spec.rows)
+        return seq.run_blocking(spec.rows, lambda p: db.runOperation(insert, p),
+                                lambda key: db.runQuery(select, (key,)))

@@ -1,37 +1,38 @@
 """asyncio-native drivers: asyncpg, aiopg, psycopg 3's async pool, aiomysql.
 
 Each gets a pool of pool_size connections in autocommit (one round trip per
-insert, as adb) and all N inserts are gathered at once.
+insert, as adb). Per driver, one ``open_*`` context manager gives the pool as an
+``execute(query, params=None, fetch=False)`` coroutine function; the two
+scenarios are written once on top of it.
 """
 
 import asyncio
+import contextlib
 import time
 
 from ..scenarios import parallel_insert as pi
+from ..scenarios import sequential as seq
 
 
-def _timed_gather(warm, insert, rows):
+def _parallel(spec, opener):
+    """Seed 000 on any driver: warm the pool, then gather every insert at once."""
     async def main():
-        await asyncio.gather(*(warm() for _ in range(rows["pool"] * 2)))
-        start = time.perf_counter()
-        done = await asyncio.gather(*(insert(p) for p in pi.params(rows["n"])))
-        return {"seconds": time.perf_counter() - start, "ok_calls": len(done)}
-    return main()
+        async with opener(spec, spec.pool_size) as execute:
+            sql = pi.statement("format")
+            await asyncio.gather(*(execute("select 1") for _ in range(spec.pool_size * 2)))
+            start = time.perf_counter()
+            done = await asyncio.gather(*(execute(sql, p) for p in pi.params(spec.rows)))
+            return {"seconds": time.perf_counter() - start, "ok_calls": len(done)}
+    return asyncio.run(main())
 
 
-def asyncpg_run(spec):
-    import asyncpg
-
+def _sequential(spec, opener):
+    """Seed 001 on any driver: one caller, inserts then selects, one at a time."""
     async def main():
-        kw = spec.connect_kwargs()
-        pool = await asyncpg.create_pool(min_size=spec.pool_size, max_size=spec.pool_size, **kw)
-        sql = pi.statement("format").replace("%s", "$1", 1).replace("%s", "$2", 1)
-        try:
-            return await _timed_gather(lambda: pool.fetchval("select 1"),
-                                       lambda p: pool.execute(sql, *p),
-                                       {"pool": spec.pool_size, "n": spec.rows})
-        finally:
-            await pool.close()
+        async with opener(spec, 1) as execute:
+            insert, select = seq.statement("format"), seq.select_statement("format")
+            return await seq.run_async(spec.rows, lambda p: execute(insert, p),
+                                       lambda key: execute(select, (key,), True))
     return asyncio.run(main())
 
 
@@ -40,166 +41,118 @@ def _dsn(spec):
     return make_dsn(**spec.connect_kwargs())
 
 
-def aiopg_run(spec):
+@contextlib.asynccontextmanager
+async def open_asyncpg(spec, min_size):
+    import asyncpg
+    pool = await asyncpg.create_pool(min_size=min_size, max_size=spec.pool_size,
+                                     **spec.connect_kwargs())
+
+    def execute(query, params=(), fetch=False):
+        query = _dollar_placeholders(query)
+        return pool.fetch(query, *params) if fetch else pool.execute(query, *params)
+    try:
+        yield execute
+    finally:
+        await pool.close()
+
+
+def _dollar_placeholders(query):
+    """``%s`` placeholders numbered as asyncpg wants them: ``$1, $2, ...``."""
+    parts = query.split("%s")
+    return "".join(part + (f"${i}" if i < len(parts) else "")
+                   for i, part in enumerate(parts, 1))
+
+
+@contextlib.asynccontextmanager
+async def open_aiopg(spec, min_size):
     import aiopg
+    pool = await aiopg.create_pool(_dsn(spec), minsize=min_size, maxsize=spec.pool_size)
 
-    async def main():
-        pool = await aiopg.create_pool(_dsn(spec), minsize=spec.pool_size, maxsize=spec.pool_size)
-        sql = pi.statement("format")
-
-        async def execute(query, params=None):
-            async with pool.acquire() as conn:
-                async with conn.cursor() as cur:
-                    await cur.execute(query, params)
-        try:
-            return await _timed_gather(lambda: execute("select 1"), lambda p: execute(sql, p),
-                                       {"pool": spec.pool_size, "n": spec.rows})
-        finally:
-            pool.close()
-            await pool.wait_closed()
-    return asyncio.run(main())
+    async def execute(query, params=None, fetch=False):
+        async with pool.acquire() as conn:
+            async with conn.cursor() as cur:
+                await cur.execute(query, params)
+                if fetch:
+                    return await cur.fetchall()
+    try:
+        yield execute
+    finally:
+        pool.close()
+        await pool.wait_closed()
 
 
-def psycopg3_run(spec):
+@contextlib.asynccontextmanager
+async def open_psycopg3(spec, min_size):
     from psycopg_pool import AsyncConnectionPool
+    pool = AsyncConnectionPool(_dsn(spec), min_size=min_size, max_size=spec.pool_size,
+                               kwargs={"autocommit": True}, open=False)
+    await pool.open(wait=True)
 
-    async def main():
-        pool = AsyncConnectionPool(_dsn(spec), min_size=spec.pool_size, max_size=spec.pool_size,
-                                   kwargs={"autocommit": True}, open=False)
-        await pool.open(wait=True)
-        sql = pi.statement("format")
-
-        async def execute(query, params=None):
-            async with pool.connection() as conn:
-                await conn.execute(query, params)
-        try:
-            return await _timed_gather(lambda: execute("select 1"), lambda p: execute(sql, p),
-                                       {"pool": spec.pool_size, "n": spec.rows})
-        finally:
-            await pool.close()
-    return asyncio.run(main())
+    async def execute(query, params=None, fetch=False):
+        async with pool.connection() as conn:
+            cur = await conn.execute(query, params)
+            if fetch:
+                return await cur.fetchall()
+    try:
+        yield execute
+    finally:
+        await pool.close()
 
 
-def aiomysql_pool(spec):
+def aiomysql_pool(spec, min_size=None):
     import aiomysql
     kw = spec.connect_kwargs()
     kw["db"] = kw.pop("database", None)
     kw.setdefault("port", 3306)
-    return aiomysql.create_pool(minsize=spec.pool_size, maxsize=spec.pool_size,
-                                autocommit=True, **kw)
+    return aiomysql.create_pool(minsize=spec.pool_size if min_size is None else min_size,
+                                maxsize=spec.pool_size, autocommit=True, **kw)
 
 
-async def aiomysql_execute(pool, query, params=None):
+async def aiomysql_execute(pool, query, params=None, fetch=False):
     async with pool.acquire() as conn:
         async with conn.cursor() as cur:
             await cur.execute(query, params)
+            if fetch:
+                return await cur.fetchall()
+
+
+@contextlib.asynccontextmanager
+async def open_aiomysql(spec, min_size):
+    pool = await aiomysql_pool(spec, min_size)
+    try:
+        yield lambda query, params=None, fetch=False: aiomysql_execute(pool, query, params, fetch)
+    finally:
+        pool.close()
+        await pool.wait_closed()
+
+
+def asyncpg_run(spec):
+    return _parallel(spec, open_asyncpg)
+
+
+def aiopg_run(spec):
+    return _parallel(spec, open_aiopg)
+
+
+def psycopg3_run(spec):
+    return _parallel(spec, open_psycopg3)
 
 
 def aiomysql_run(spec):
-    async def main():
-        pool = await aiomysql_pool(spec)
-        sql = pi.statement("format")
-        try:
-            return await _timed_gather(lambda: aiomysql_execute(pool, "select 1"),
-                                       lambda p: aiomysql_execute(pool, sql, p),
-                                       {"pool": spec.pool_size, "n": spec.rows})
-        finally:
-            pool.close()
-            await pool.wait_closed()
-    return asyncio.run(main())
-
-
-async def _sequential(spec, insert, select):
-    from ..scenarios import sequential as seq
-    start = time.perf_counter()
-    for p in seq.params(spec.rows):
-        await insert(p)
-    middle = time.perf_counter()
-    for i in range(spec.rows):
-        await select(i)
-    return seq.figures(middle - start, time.perf_counter() - middle, spec.rows)
+    return _parallel(spec, open_aiomysql)
 
 
 def asyncpg_run_sequential(spec):
-    import asyncpg
-
-    from ..scenarios import sequential as seq
-
-    async def main():
-        pool = await asyncpg.create_pool(min_size=1, max_size=spec.pool_size, **spec.connect_kwargs())
-        insert = seq.statement("format").replace("%s", "$1", 1).replace("%s", "$2", 1)
-        select = seq.select_statement("format").replace("%s", "$1")
-        try:
-            return await _sequential(spec, lambda p: pool.execute(insert, *p),
-                                     lambda i: pool.fetch(select, i))
-        finally:
-            await pool.close()
-    return asyncio.run(main())
+    return _sequential(spec, open_asyncpg)
 
 
 def aiopg_run_sequential(spec):
-    import aiopg
-
-    from ..scenarios import sequential as seq
-
-    async def main():
-        pool = await aiopg.create_pool(_dsn(spec), minsize=1, maxsize=spec.pool_size)
-
-        async def run(query, params, fetch):
-            async with pool.acquire() as conn:
-                async with conn.cursor() as cur:
-                    await cur.execute(query, params)
-                    if fetch:
-                        await cur.fetchall()
-        try:
-            return await _sequential(
-                spec, lambda p: run(seq.statement("format"), p, False),
-                lambda i: run(seq.select_statement("format"), (i,), True))
-        finally:
-            pool.close()
-            await pool.wait_closed()
-    return asyncio.run(main())
+    return _sequential(spec, open_aiopg)
 
 
 def psycopg3_run_sequential(spec):
-    from psycopg_pool import AsyncConnectionPool
-
-    from ..scenarios import sequential as seq
-
-    async def main():
-        pool = AsyncConnectionPool(_dsn(spec), min_size=1, max_size=spec.pool_size,
-                                   kwargs={"autocommit": True}, open=False)
-        await pool.open(wait=True)
-
-        async def run(query, params, fetch):
-            async with pool.connection() as conn:
-                cur = await conn.execute(query, params)
-                if fetch:
-                    await cur.fetchall()
-        try:
-            return await _sequential(
-                spec, lambda p: run(seq.statement("format"), p, False),
-                lambda i: run(seq.select_statement("format"), (i,), True))
-        finally:
-            await pool.close()
-    return asyncio.run(main())
+    return _sequential(spec, open_psycopg3)
 
 
 def aiomysql_run_sequential(spec):
-    from ..scenarios import sequential as seq
-
-    async def main():
-        pool = await aiomysql_pool(spec)
-
-        async def select(i):
-            async with pool.acquire() as conn:
-                async with conn.cursor() as cur:
-                    await cur.execute(seq.select_statement("format"), (i,))
-                    await cur.fetchall()
-        try:
-            return await _sequential(
-                spec, lambda p: aiomysql_execute(pool, seq.statement("format"), p), select)
-        finally:
-            pool.close()
-            await pool.wait_closed()
-    return asyncio.run(main())
+    return _sequential(spec, open_aiomysql)

@@ -37,13 +37,11 @@ def run_sequential(spec):
     cursor = conn.cursor()
     style = "qmark" if spec.kind == "sqlite" else "format"
     insert, select = seq.statement(style), seq.select_statement(style)
-    start = time.perf_counter()
-    for p in seq.params(spec.rows):
-        cursor.execute(insert, p)
-    middle = time.perf_counter()
-    for i in range(spec.rows):
-        cursor.execute(select, (i,))
-        cursor.fetchall()
-    end = time.perf_counter()
-    conn.close()
-    return seq.figures(middle - start, end - middle, spec.rows)
+
+    def select_one(key):
+        cursor.execute(select, (key,))
+        return cursor.fetchall()
+    try:
+        return seq.run_blocking(spec.rows, lambda p: cursor.execute(insert, p), select_one)
+    finally:
+        conn.close()

@@ -103,15 +103,11 @@ def _sequential(spec, pool_class, **pool_kw):
     style = "qmark" if spec.kind == "sqlite" else "format"
 
     async def main():
+        insert, select = seq.statement(style), seq.select_statement(style)
         try:
             await pool.runQuery("select 1")
-            start = time.perf_counter()
-            for p in seq.params(spec.rows):
-                await pool.runOperation(seq.statement(style), p)
-            middle = time.perf_counter()
-            for i in range(spec.rows):
-                await pool.runQuery(seq.select_statement(style), (i,))
-            return seq.figures(middle - start, time.perf_counter() - middle, spec.rows)
+            return await seq.run_async(spec.rows, lambda p: pool.runOperation(insert, p),
+                                       lambda key: pool.runQuery(select, (key,)))
         finally:
             pool.close()
     return run_reactor(main)
