@@ -94,7 +94,8 @@ def run_matrix(systems, scenario, url, rows, pool_size, repeat, timeout, ui):
 
 
 def summarise(runs, keys=("seconds", "rows_per_s", "peak_rss_mb", "cpu_us_per_row",
-                          "insert_us", "select_us", "switches_per_row")):
+                          "insert_us", "select_us", "switches_per_row",
+                          "main_cpu_us_per_row", "main_switches_per_row")):
     """{system: {key: {"median", "min", "max"}, "runs": n, "errors": [..]}}."""
     summary = {}
     for run in runs:

@@ -103,6 +103,8 @@ def test_tiny_run_of_every_system_and_the_json(kind, tmp_path):
     for name, entry in document["summary"].items():
         assert entry["errors"] == [], (name, entry["errors"])
         assert entry["rows_per_s"]["median"] > 0 and entry["peak_rss_mb"]["median"] > 0
+        cpu, main = entry["cpu_us_per_row"]["median"], entry["main_cpu_us_per_row"]["median"]
+        assert 0 < main <= cpu, (name, main, cpu)  # the main thread is part of the process
     for name, reason in document["unavailable"].items():
         assert kind in reason or "not installed" in reason or "PATH" in reason
     if kind != "sqlite":  # everything this project installs runs on the servers
