@@ -267,7 +267,7 @@ class BaseDatabase:
                         f"(max_queued={self._max_queued}); this call did not run")
                 queue = self._overflow()
         future = self._future()
-        queue.put((future, fn, args, claim, statement_timeout))
+        queue.put((future, fn, claim, statement_timeout) + args)  # one tuple per queued call
         return self._result(future, claim, timeout)
 
     def _pool_timeout(self, timeout):
@@ -323,7 +323,7 @@ class BaseDatabase:
         self._refusal = PoolClosed(f"the Database {self.name!r} is closed")
         for tx in list(self._open_tx):
             tx.fail()
-            tx.queue.put((None, Worker.abandon, ("because the Database is closing",), None, None))
+            tx.queue.put((None, Worker.abandon, None, None, "because the Database is closing"))
         self._pool.stop()
         return True
 

@@ -114,7 +114,7 @@ class Worker:
             log.warning("%s: worker %d could not connect: %s", self.pool.name, self.index, exc)
 
     def serve(self, job):
-        future, fn, args, claim, run_timeout = job
+        future, fn, claim, run_timeout = job[:4]
         if claim is not None:
             try:
                 claim.pop()
@@ -127,7 +127,7 @@ class Worker:
         deadline = None if run_timeout is None else time.monotonic() + run_timeout
         self.current = (future, deadline, seq)
         try:
-            value, ok = fn(self, *args), True
+            value, ok = fn(self, *job[4:]), True
         except BaseException as exc:  # everything goes back to the caller
             value, ok = self.after_error(exc), False
         self.current = None
@@ -340,8 +340,9 @@ class Worker:
 class Pool:
     """``size`` workers sharing one job queue.
 
-    A job is ``(future, fn, args, claim, run_timeout)``: the worker runs
-    ``fn(worker, *args)`` and hands ``(future, ok, value)`` back. ``claim`` is None
+    A job is ``(future, fn, claim, run_timeout, *args)``, one flat tuple because
+    100,000 queued calls hold 100,000 of them: the worker runs ``fn(worker, *args)``
+    and hands ``(future, ok, value)`` back. ``claim`` is None
     or a one-item list that the worker pops before it starts; whoever pops it first
     (the worker, or a timeout on the caller's side) decides whether the call runs.
     ``run_timeout`` (seconds or None) is enforced by the watchdog.
@@ -449,7 +450,7 @@ class Pool:
             if job is STOP:
                 stops += 1
                 continue
-            future, claim = job[0], job[3]
+            future, claim = job[0], job[2]
             if claim is not None:
                 try:
                     claim.pop()

@@ -91,7 +91,7 @@ class Transaction:
 
 def _abandoned(queue, tx_id):
     from .pool import Worker
-    queue.put((None, Worker.abandon, (f"whose handle {tx_id} was dropped while open",), None, None))
+    queue.put((None, Worker.abandon, None, None, f"whose handle {tx_id} was dropped while open"))
 
 
 class TransactionContext:
