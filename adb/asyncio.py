@@ -38,7 +38,8 @@ class Database(BaseDatabase):
     def _bind(self, loop):
         self._loop = loop
         after = self._admit if self._max_queued is not None else None
-        self._pool.handback = BatchedHandback(loop.call_soon_threadsafe, _settle, after)
+        self._pool.handback = BatchedHandback(loop.call_soon_threadsafe, _settle, after,
+                                              loop.call_later, self._pool.saturated)
 
     @staticmethod
     def _wake(waiter):

@@ -200,13 +200,14 @@ class BaseDatabase:
 
     def stats(self):
         """A snapshot of the pool: workers busy/idle/pinned, queued, completed, errors,
-        connects, hand-back wake-ups and the largest batch settled in one wake-up."""
+        connects, hand-back wake-ups (signalled, and timed while saturated), results settled
+        and the largest batch settled at once."""
         stats = self._pool.stats()
         stats["name"] = self.name
         stats["closed"] = self._pool.closing
         stats["open_transactions"] = len(self._open_tx)
         handback = self._pool.handback
-        for key in ("wakeups", "settled", "largest_batch"):
+        for key in ("wakeups", "polls", "settled", "largest_batch"):
             stats[key] = getattr(handback, key, None)
         return stats
 
@@ -328,7 +329,12 @@ class BaseDatabase:
         return True
 
     def _close_end(self):
-        """After the workers exited: drop the embedded default's file."""
+        """After the workers exited (loop thread): deliver what is left, drop the
+        embedded default's file."""
+        pool = getattr(self, "_pool", None)  # None: construction failed
+        stop = getattr(pool and pool.handback, "stop", None)
+        if stop is not None:
+            stop()
         _live.discard(self)
         if self._tempfile:
             for suffix in ("", "-wal", "-shm"):

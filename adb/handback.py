@@ -10,9 +10,22 @@ flag set therefore knows that some drain has not cleared it yet; that drain
 clears it after this append and so takes the item. Under the GIL (and the
 per-object locks of free-threaded builds) these steps are sequentially
 consistent.
+
+Under saturation (``busy()`` true: every worker busy with standalone calls and
+more calls queued; ``Pool.saturated``) the loop
+stops being woken at all: it leaves the flag set, so workers never signal, and
+drains on a timer every ``POLL_INTERVAL`` seconds instead. Each signal costs the
+worker a syscall and the loop an extra wake-up, and each is a moment where threads
+trade the GIL; under saturation results arrive faster than that, and the queued
+calls keep every worker busy meanwhile, so a millisecond's delay in delivery costs
+no throughput. The first drain that finds the pool no longer busy clears the flag
+before it empties the deque, exactly as above, and signalling resumes.
 """
 
 from collections import deque
+
+#: seconds between drains while the pool is saturated
+POLL_INTERVAL = 0.001
 
 
 class BatchedHandback:
@@ -21,16 +34,23 @@ class BatchedHandback:
     ``schedule(fn)`` must be thread-safe and run ``fn`` on the loop thread
     (``loop.call_soon_threadsafe``, ``reactor.callFromThread``);
     ``settle(future, ok, value)`` runs on the loop thread for every result, and
-    ``after()``, if given, once after each batch.
+    ``after()``, if given, once after each batch. With ``later(seconds, fn)`` (loop
+    thread only: ``loop.call_later``, ``reactor.callLater``) and ``busy()``, the
+    loop drains on a timer instead of being woken while ``busy()`` holds.
     """
 
-    def __init__(self, schedule, settle, after=None):
+    def __init__(self, schedule, settle, after=None, later=None, busy=None):
         self._after = after  # called on the loop thread after each drain
         self._pending = deque()
         self._scheduled = False
+        self._polling = False
+        self._timer = None  # the pending saturation timer, while polling
         self._schedule = schedule
         self._settle = settle
-        self.wakeups = 0
+        self._later = later
+        self._busy = busy if later is not None else None
+        self.wakeups = 0  # drains a worker's signal caused
+        self.polls = 0    # drains the saturation timer caused
         self.settled = 0
         self.largest_batch = 0
 
@@ -45,9 +65,40 @@ class BatchedHandback:
                 self._scheduled = False
 
     def _drain(self):
-        """Settle every queued result (loop thread)."""
-        self._scheduled = False
+        """Settle every queued result (loop thread, on a worker's signal)."""
         self.wakeups += 1
+        if self._polling:  # a signal sent just before polling began: the timer owns the flag
+            self._settle_all()
+            return
+        self._scheduled = False
+        self._settle_all()
+        if self._busy is not None and self._busy():
+            self._polling = self._scheduled = True  # workers stop signalling from here
+            self._timer = self._later(POLL_INTERVAL, self._poll)
+
+    def _poll(self):
+        """Settle every queued result (loop thread, on the saturation timer). A tick
+        that finds nothing to settle ends polling too: the pool is busy with calls
+        that are not coming back soon (cancelled ones, long statements)."""
+        self.polls += 1
+        self._timer = None
+        if self._pending and self._busy():
+            self._settle_all()
+            self._timer = self._later(POLL_INTERVAL, self._poll)
+        else:
+            self._polling = self._scheduled = False
+            self._settle_all()
+
+    def stop(self):
+        """Settle whatever is queued and end polling (loop thread, after the workers
+        exited), so that no timer outlives the pool."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._polling = self._scheduled = False
+        self._settle_all()
+
+    def _settle_all(self):
         popleft, settle = self._pending.popleft, self._settle
         count = 0
         while True:

@@ -427,6 +427,13 @@ class Pool:
         else:
             worker.inbox.put(job)
 
+    def saturated(self):
+        """True while every worker is busy with calls that need nothing back from the
+        caller before the next one, and calls wait for a worker. A worker pinned by a
+        transaction waits for its caller's next statement: it needs its results at once."""
+        return not self.idle and self.queue.qsize() > 0 \
+            and not any(worker.txq is not None for worker in self.workers)
+
     def stop(self):
         """Let every queued job run, then end each worker (non-blocking)."""
         self.closing = True

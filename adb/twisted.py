@@ -52,8 +52,9 @@ class Database(BaseDatabase):
         super().__init__(url, **kwargs)
         # looked up per wake-up, so a reactor can be swapped for a test double
         after = self._admit if self._max_queued is not None else None
-        self._pool.handback = BatchedHandback(lambda fn: self.reactor.callFromThread(fn),
-                                              _settle, after)
+        self._pool.handback = BatchedHandback(
+            lambda fn: self.reactor.callFromThread(fn), _settle, after,
+            lambda seconds, fn: self.reactor.callLater(seconds, fn), self._pool.saturated)
         self._pool.lost_error = ConnectionLost
 
     @staticmethod

@@ -60,3 +60,107 @@ async def test_burst_is_batched_on_a_real_loop(tmp_path):
     assert stats["largest_batch"] > 1
     assert (await db.runQuery("select count(*) from t")) == [(n,)]
     await db.close()
+
+
+class Timer(Recorder):
+    """A loop double with a timer: ``later`` records, the test fires."""
+
+    def __init__(self):
+        super().__init__()
+        self.timers = []
+        self.busy = True
+
+    def later(self, seconds, fn):
+        self.timers.append((seconds, fn))
+        return Cancellable(self.timers, (seconds, fn))
+
+
+class Cancellable:
+    def __init__(self, timers, entry):
+        self.timers, self.entry = timers, entry
+
+    def cancel(self):
+        self.timers.remove(self.entry)
+
+
+def test_saturated_pool_is_drained_by_timer_not_by_signals():
+    rec = Timer()
+    handback = BatchedHandback(rec.schedule, rec.settle, later=rec.later, busy=lambda: rec.busy)
+    handback("a", True, 1)
+    rec.scheduled.pop()()  # the signalled drain finds the pool busy: polling starts
+    assert [f for f, ok, v in rec.settled] == ["a"] and len(rec.timers) == 1
+    for i in range(100):
+        handback(i, True, i)
+    assert rec.scheduled == []  # no worker signals while polling
+    rec.timers.pop()[1]()
+    assert len(rec.settled) == 101 and len(rec.timers) == 1 and handback.polls == 1
+    rec.busy = False
+    handback("b", True, 2)
+    rec.timers.pop()[1]()  # not busy any more: last timed drain, signalling resumes
+    assert rec.settled[-1][0] == "b" and rec.timers == []
+    handback("c", True, 3)
+    assert len(rec.scheduled) == 1
+    rec.scheduled.pop()()
+    assert rec.settled[-1][0] == "c" and handback.wakeups == 2 and rec.timers == []
+
+
+def test_signal_sent_as_polling_began_settles_without_a_second_timer():
+    rec = Timer()
+    handback = BatchedHandback(rec.schedule, rec.settle, later=rec.later, busy=lambda: rec.busy)
+    handback("a", True, 1)
+    first = rec.scheduled.pop()
+    handback._scheduled = False  # as if a worker had read the flag during that drain
+    handback("b", True, 2)
+    second = rec.scheduled.pop()
+    first()
+    second()
+    assert [f for f, ok, v in rec.settled] == ["a", "b"]
+    assert len(rec.timers) == 1  # one timer chain, not two
+    handback("c", True, 3)
+    assert rec.scheduled == []  # still polling: the flag stays set
+
+
+async def test_saturated_burst_polls_and_delivers_every_result(tmp_path):
+    db = adb.Database(f"sqlite:///{tmp_path}/p.db", pool_size=2)
+    await db.runOperation("create table t (k int primary key)")
+    n = 3000
+    counts = await asyncio.gather(*(db.runOperation("insert into t values (?)", (i,))
+                                    for i in range(n)))
+    stats = db.stats()
+    assert counts == [1] * n
+    assert stats["polls"] > 0 and stats["wakeups"] < stats["polls"], stats
+    assert (await db.runQuery("select count(*) from t")) == [(n,)]
+    single = await db.runQuery("select 1")  # idle again: a signal, not a timer, delivers it
+    assert single == [(1,)] and db.stats()["wakeups"] > stats["wakeups"]
+    await db.close()
+
+
+def test_empty_tick_ends_polling_and_stop_cancels_the_timer():
+    rec = Timer()
+    handback = BatchedHandback(rec.schedule, rec.settle, later=rec.later, busy=lambda: rec.busy)
+    handback("a", True, 1)
+    rec.scheduled.pop()()
+    rec.timers.pop()[1]()  # busy, but nothing came back within the interval
+    assert rec.timers == [] and not handback._polling
+    handback("b", True, 2)
+    rec.scheduled.pop()()  # polling again
+    handback("c", True, 3)
+    assert len(rec.timers) == 1 and rec.scheduled == []
+    handback.stop()  # the pool is gone: deliver what is left, leave no timer behind
+    assert rec.timers == [] and [f for f, ok, v in rec.settled] == ["a", "b", "c"]
+
+
+async def test_no_timed_drains_while_a_transaction_pins_a_worker(tmp_path):
+    """A pinned worker waits for its caller's next statement: its results must not
+    wait for a timer, so an open transaction keeps the hand-back on signals."""
+    db = adb.Database(f"sqlite:///{tmp_path}/x.db", pool_size=2)
+    await db.runOperation("create table t (k int)")
+    tx = await db.beginTransaction()
+    await tx.runOperation("insert into t values (1)")
+    rows = await asyncio.gather(*(db.runQuery("select 1") for _ in range(2000)))
+    assert rows == [[(1,)]] * 2000
+    assert db.stats()["polls"] == 0  # saturated by the burst, but a worker is pinned
+    await db.commitTransaction(tx)
+    await asyncio.gather(*(db.runQuery("select 1") for _ in range(2000)))
+    assert db.stats()["polls"] > 0  # the same burst with no transaction open
+    await db.close()
