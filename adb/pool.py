@@ -18,7 +18,7 @@ import threading
 import time
 from queue import Empty, SimpleQueue
 
-from . import health
+from . import health, ops
 from .errors import ConnectionLost, PoolClosed, ServerUnavailable, StatementTimeout, TransactionError
 
 log = logging.getLogger("adb")
@@ -50,6 +50,7 @@ class Worker:
         self.seq = 0
         self.cancelled_seq = self.aborted_seq = -1
         self.completed = self.errors = self.connects = self.recycled = 0
+        self.spare = None     # (connection, cursor) left by the previous call, see on_spare_cursor
         self.inbox = SimpleQueue()  # jobs handed to this worker while it was idle
         self.thread = threading.Thread(
             target=self.run, name=f"{pool.name}-worker-{index}", daemon=True)
@@ -178,6 +179,7 @@ class Worker:
         return None
 
     def disconnect(self, reason=None):
+        self.spare = None
         if self.conn is not None:
             conn, self.conn = self.conn, None
             self.pool.connections.pop(threading.get_ident(), None)
@@ -246,15 +248,40 @@ class Worker:
     # -- job functions: fn(worker, *args) -----------------------------------------
 
     def standalone(self, op, *args):
-        """One call outside any transaction: autocommitted by the driver or by us."""
+        """One query or operation outside any transaction: autocommitted by the driver
+        or by us."""
         conn = self.connection()
         if not self.driver.autocommit:
             return self.atomic(op, *args)
-        cursor = conn.cursor()
+        return self.on_spare_cursor(conn, op, args)
+
+    def on_spare_cursor(self, conn, op, args):
+        """Run adb's own ``op`` on the cursor the previous call left, or a new one.
+
+        A cursor costs an allocation and a few microseconds of GIL per call; under a
+        burst that is ~5% of throughput. One is kept only while it holds no result
+        set (rows stay in a cursor until its next execute) and its call succeeded;
+        a caller's own function (``runInteraction``) always gets a fresh cursor.
+        """
+        spare, self.spare = self.spare, None
+        cursor = spare[1] if spare is not None and spare[0] is conn else conn.cursor()
         try:
-            return op(cursor, self.driver, *args)
-        finally:
+            value = op(cursor, self.driver, *args)
+        except BaseException:
+            self.close_cursor(cursor)
+            raise
+        if cursor.description is None:
+            self.spare = (conn, cursor)
+        else:
+            self.close_cursor(cursor)
+        return value
+
+    @staticmethod
+    def close_cursor(cursor):
+        try:
             cursor.close()
+        except Exception:  # its connection broke: the caller hears of that from the call
+            pass
 
     def atomic(self, op, *args):
         """One call in its own transaction: all of it commits, or none of it."""
@@ -279,6 +306,8 @@ class Worker:
             raise TransactionError(
                 "this transaction lost its connection; nothing of it was committed: "
                 "roll it back and start again")
+        if op is not ops.interaction:
+            return self.on_spare_cursor(self.conn, op, args)
         cursor = self.conn.cursor()
         try:
             return op(cursor, self.driver, *args)
