@@ -125,13 +125,24 @@ def _with_connection(cursor, driver, func, args, kwargs):
     return func(_Connection(conn), *args, **kwargs)
 
 
-def _query(cursor, driver, args, kwargs):
-    cursor.execute(*args, **kwargs)
+# adbapi's runQuery/runOperation take ``(*args, **kw)`` for ``cursor.execute``; the
+# queued job carries them flat, ``kw`` only when given: 100,000 calls in flight then
+# hold no empty dict and no extra tuple each (~110 bytes a call).
+
+def _execute(cursor, kwargs, args):
+    if kwargs:
+        cursor.execute(*args, **kwargs)
+    else:
+        cursor.execute(*args)
+
+
+def _query(cursor, driver, kwargs, *args):
+    _execute(cursor, kwargs, args)
     return driver.fetchall(cursor)
 
 
-def _operation(cursor, driver, args, kwargs):
-    cursor.execute(*args, **kwargs)
+def _operation(cursor, driver, kwargs, *args):
+    _execute(cursor, kwargs, args)
 
 
 class ConnectionPool:
@@ -218,11 +229,11 @@ class ConnectionPool:
 
         One statement is its own transaction (autocommitted by the driver), which
         is what adbapi's begin/execute/commit amounts to, minus two round trips."""
-        return self._db._call(Worker.standalone, (_query, args, kw), None, None)
+        return self._db._call(Worker.standalone, (_query, kw or None) + args, None, None)
 
     def runOperation(self, *args, **kw):
         """``cursor.execute(*args, **kw)``, committed; a Deferred of None."""
-        return self._db._call(Worker.standalone, (_operation, args, kw), None, None)
+        return self._db._call(Worker.standalone, (_operation, kw or None) + args, None, None)
 
     def runMany(self, sql, seq_of_params, tx=None):
         return self._db.runMany(sql, seq_of_params, tx)

@@ -33,6 +33,14 @@ IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 _reachable = {}
 
 
+def server_kwargs(kind):
+    """The server's URL as driver connect() keywords (host, port, user, password, database)."""
+    parts = urlsplit(URLS[kind])
+    return {"host": parts.hostname, "port": parts.port, "user": parts.username,
+            **({"password": parts.password} if parts.password else {}),
+            "database": parts.path.lstrip("/")}
+
+
 def require_server(kind):
     """Skip (or, in CI, fail) unless the server for ``kind`` answers on TCP."""
     if kind not in _reachable:

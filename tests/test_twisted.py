@@ -17,7 +17,7 @@ from twisted.trial import unittest
 import adb.twisted
 from adb.errors import PoolClosed, PoolTimeout, TransactionError
 
-from .conftest import URLS, require_server
+from .conftest import URLS, require_server, server_kwargs
 
 
 class CountingReactor:
@@ -222,6 +222,31 @@ class ConnectionPoolTests(unittest.TestCase):
         self.assertIsInstance(failure, adb.errors.ConnectionLost)
         self.assertEqual((yield pool.runQuery("select 1")), [(1,)])  # reconnected
         pool.close()
+
+    @defer.inlineCallbacks
+    def test_execute_keywords_pass_through_as_in_adbapi(self):
+        """runQuery/runOperation hand ``(*args, **kw)`` to ``cursor.execute``: each
+        driver's own keyword (psycopg2 ``vars``, PyMySQL ``args``) works, and so does
+        a call with none."""
+        for driver, kind, keyword in (("psycopg2", "postgresql", "vars"),
+                                      ("pymysql", "mysql", "args")):
+            require_server(kind)
+            pool = adb.twisted.ConnectionPool(driver, cp_max=2, **server_kwargs(kind))
+            pool.start()
+            table = "adb_kw_" + uuid.uuid4().hex[:10]
+            try:
+                yield pool.runOperation(f"create table {table} (k int, v varchar(10))")
+                self.assertIsNone((yield pool.runOperation(
+                    f"insert into {table} values (%s, %s)", **{keyword: (1, "kw")})))
+                yield pool.runOperation(f"insert into {table} values (%s, %s)", (2, "pos"))
+                rows = yield pool.runQuery(f"select v from {table} where k = %s",
+                                           **{keyword: (1,)})
+                self.assertEqual([tuple(r) for r in rows], [("kw",)])
+                rows = yield pool.runQuery(f"select k, v from {table} order by k")
+                self.assertEqual([tuple(r) for r in rows], [(1, "kw"), (2, "pos")])
+            finally:
+                yield pool.runOperation(f"drop table {table}")
+                pool.close()
 
     def test_bad_driver_name_fails_at_construction(self):
         with self.assertRaises(adb.errors.InterfaceError):

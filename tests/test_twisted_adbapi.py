@@ -8,14 +8,13 @@ psycopg 3, and a ``twisted_test`` user; these point at the test servers.)
 """
 
 import os
-from urllib.parse import urlsplit
 
 from twisted.test.test_adbapi import ADBAPITestBase, DBTestConnector, ReconnectTestBase
 from twisted.trial import unittest
 
 from adb.twisted import ConnectionPool
 
-from .conftest import URLS, require_server
+from .conftest import require_server, server_kwargs
 
 
 class AdbConnector(DBTestConnector):
@@ -37,10 +36,7 @@ class AdbConnector(DBTestConnector):
         return ConnectionPool(*args, **{**kw, **newkw})
 
     def server_kwargs(self):
-        parts = urlsplit(URLS[self.kind])
-        return {"host": parts.hostname, "port": parts.port, "user": parts.username,
-                **({"password": parts.password} if parts.password else {}),
-                "database": parts.path.lstrip("/")}
+        return server_kwargs(self.kind)
 
 
 class SQLite3Connector(AdbConnector):
