@@ -139,12 +139,13 @@ def test_seed_flag_form_runs_against_the_servers(kind, tmp_path):
     assert document["unavailable"] == {}
 
 
-@pytest.mark.parametrize("kind", ["postgresql", "sqlite"])
+@pytest.mark.parametrize("kind", ["postgresql", "mysql", "sqlite"])
 def test_sequential_scenario_reports_microseconds_per_call(kind, tmp_path):
     url = f"sqlite:///{tmp_path}/s.db" if kind == "sqlite" else URLS[kind]
     if kind != "sqlite":
         require_server(kind)
-    systems = "adb-asyncio,adb-sync,threads" + (",asyncpg,aiopg" if kind == "postgresql" else "")
+    natives = {"postgresql": ",asyncpg,aiopg", "mysql": ",aiomysql", "sqlite": ""}[kind]
+    systems = "adb-asyncio,adb-sync,threads,executor" + natives
     out = tmp_path / "seq.json"
     assert cli.main(["--scenario", "sequential", "--dburl", url, "--rows", "150",
                      "--systems", systems, "--json", str(out)]) == 0

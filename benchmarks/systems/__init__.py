@@ -68,6 +68,9 @@ SYSTEMS = {s.name: s for s in [
            note="adbapi tuned: one round trip per insert, like adb"),
     System("threads", "plain blocking threads, same driver", ALL,
            "benchmarks.systems.threads:run"),
+    System("executor", "asyncio run_in_executor, a thread pool of the same driver", ALL,
+           "benchmarks.systems.asyncio_drivers:executor_run",
+           note="one future and one loop wake-up per call: the naive hand-off"),
     System("txmysql-role", "txMySQL's role: aiomysql on Twisted's asyncio reactor (MariaDB), "
            "txpostgres (PostgreSQL)", SERVERS, "benchmarks.systems.txmysql_role:run",
            requires=("twisted", "aiomysql", "txpostgres"),

@@ -1,13 +1,15 @@
-"""asyncio-native drivers: asyncpg, aiopg, psycopg 3's async pool, aiomysql.
+"""asyncio-native drivers (asyncpg, aiopg, psycopg 3's async pool, aiomysql) and
+asyncio's own answer for a blocking driver (``loop.run_in_executor``).
 
 Each gets a pool of pool_size connections in autocommit (one round trip per
-insert, as adb). Per driver, one ``open_*`` context manager gives the pool as an
-``execute(query, params=None, fetch=False)`` coroutine function; the two
-scenarios are written once on top of it.
+insert, as adb). Per system, one ``open_*`` context manager gives the pool as an
+``execute(query, params=None, fetch=False)`` function returning an awaitable; the
+two scenarios are written once on top of it.
 """
 
 import asyncio
 import contextlib
+import threading
 import time
 
 from ..scenarios import parallel_insert as pi
@@ -18,7 +20,7 @@ def _parallel(spec, opener):
     """Seed 000 on any driver: warm the pool, then gather every insert at once."""
     async def main():
         async with opener(spec, spec.pool_size) as execute:
-            sql = pi.statement("format")
+            sql = pi.statement(spec.paramstyle())
             await asyncio.gather(*(execute("select 1") for _ in range(spec.pool_size * 2)))
             start = time.perf_counter()
             done = await asyncio.gather(*(execute(sql, p) for p in pi.params(spec.rows)))
@@ -30,7 +32,8 @@ def _sequential(spec, opener):
     """Seed 001 on any driver: one caller, inserts then selects, one at a time."""
     async def main():
         async with opener(spec, 1) as execute:
-            insert, select = seq.statement("format"), seq.select_statement("format")
+            style = spec.paramstyle()
+            insert, select = seq.statement(style), seq.select_statement(style)
             return await seq.run_async(spec.rows, lambda p: execute(insert, p),
                                        lambda key: execute(select, (key,), True))
     return asyncio.run(main())
@@ -124,6 +127,45 @@ async def open_aiomysql(spec, min_size):
     finally:
         pool.close()
         await pool.wait_closed()
+
+
+@contextlib.asynccontextmanager
+async def open_executor(spec, min_size):
+    """What you would write without adb: ``loop.run_in_executor`` on a
+    ``ThreadPoolExecutor`` of pool_size threads, each opening its own connection
+    on first use. One concurrent future and one loop wake-up per call (Motor's
+    design): the floor for the cost of handing a blocking call to a thread."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .common import connect
+    local, opened = threading.local(), []
+
+    def run(query, params, fetch):
+        cursor = getattr(local, "cursor", None)
+        if cursor is None:
+            opened.append(connect(spec))
+            cursor = local.cursor = opened[-1].cursor()
+        if params is None:
+            cursor.execute(query)
+        else:
+            cursor.execute(query, params)
+        return cursor.fetchall() if fetch else cursor.rowcount
+    loop = asyncio.get_running_loop()
+    try:
+        with ThreadPoolExecutor(spec.pool_size) as executor:
+            yield lambda query, params=None, fetch=False: loop.run_in_executor(
+                executor, run, query, params, fetch)
+    finally:
+        for conn in opened:
+            conn.close()
+
+
+def executor_run(spec):
+    return _parallel(spec, open_executor)
+
+
+def executor_run_sequential(spec):
+    return _sequential(spec, open_executor)
 
 
 def asyncpg_run(spec):
