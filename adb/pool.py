@@ -84,10 +84,11 @@ class Worker:
         registering is never stranded."""
         pool = self.pool
         for source in (self.inbox, pool.queue):
-            try:
-                return source.get_nowait()
-            except Empty:
-                pass
+            if not source.empty():  # a burst leaves the inbox empty: no Empty raised per job
+                try:
+                    return source.get_nowait()
+                except Empty:  # another worker took it first
+                    pass
         pool.idle.append(self)
         try:
             job = pool.queue.get_nowait()
