@@ -86,12 +86,12 @@ class BatchedHandback:
             self._settle_all()
             self._timer = self._later(POLL_INTERVAL, self._poll)
         else:
-            self._polling = self._scheduled = False
-            self._settle_all()
+            self.stop()
 
     def stop(self):
-        """Settle whatever is queued and end polling (loop thread, after the workers
-        exited), so that no timer outlives the pool."""
+        """End polling and settle whatever is queued (loop thread): at a tick that finds
+        the pool no longer saturated, and after the workers exited, so that no timer
+        outlives the pool."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
