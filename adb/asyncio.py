@@ -5,49 +5,77 @@ directly. The Database binds to the event loop of its first call (or ``loop=``)
 and refuses calls from any other loop.
 """
 
+from __future__ import annotations
+
 import asyncio
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, TypeVar
 
-from .core import BaseDatabase
-from .errors import InterfaceError, PoolClosed
-from .handback import BatchedHandback
+from .core import SQL, BaseDatabase, Params
+from .errors import InterfaceError
+from .transaction import Transaction
 
-
-def _settle(future, ok, value):
-    if not future.done():  # cancelled or timed out meanwhile
-        if ok:
-            future.set_result(value)
-        else:
-            future.set_exception(value)
+T = TypeVar("T")
 
 
 class Database(BaseDatabase):
-    __doc__ = BaseDatabase.__doc__ + """
+    __doc__ = (BaseDatabase.__doc__ or "").split("\n\n    The front-end interface.")[0] + """
+
     :param loop: the event loop to deliver results on; default: the running loop
         of the first call.
 
     Every method returns an awaitable ``asyncio.Future``.
     """
 
-    def __init__(self, url=None, *, loop=None, **kwargs):
-        self._loop = None
-        self._closed_future = None
+    def __init__(self, url: Any = None, *, loop: Optional[asyncio.AbstractEventLoop] = None,
+                 **kwargs: Any) -> None:
+        self._loop_thread = _BoundLoop(loop)
         super().__init__(url, **kwargs)
-        if loop is not None:
-            self._bind(loop)
 
-    def _bind(self, loop):
-        self._loop = loop
-        after = self._admit if self._max_queued is not None else None
-        self._pool.handback = BatchedHandback(loop.call_soon_threadsafe, _settle, after,
-                                              loop.call_later, self._pool.saturated)
+    @property
+    def _loop(self) -> Optional[asyncio.AbstractEventLoop]:
+        return self._loop_thread.loop
+
+    if TYPE_CHECKING:  # what each method returns on this front-end (written in BaseDatabase)
+        def runQuery(self, sql: SQL, params: Params = None, tx: Optional[Transaction] = None,
+                     *, row_factory: Any = None, timeout: Optional[float] = None,
+                     statement_timeout: Optional[float] = None) -> asyncio.Future[list[Any]]: ...
+
+        def runOperation(self, sql: SQL, params: Params = None,
+                         tx: Optional[Transaction] = None, *, timeout: Optional[float] = None,
+                         statement_timeout: Optional[float] = None) -> asyncio.Future[int]: ...
+
+        def runMany(self, sql: SQL, seq_of_params: Iterable[Params],
+                    tx: Optional[Transaction] = None, *, timeout: Optional[float] = None,
+                    statement_timeout: Optional[float] = None) -> asyncio.Future[int]: ...
+
+        def runInteraction(self, fn: Callable[..., T], *args: Any,
+                           **kwargs: Any) -> asyncio.Future[T]: ...
+
+        def beginTransaction(self, *, timeout: Optional[float] = None) -> asyncio.Future[Transaction]: ...
+
+        def commitTransaction(self, tx: Transaction) -> asyncio.Future[None]: ...
+
+        def rollbackTransaction(self, tx: Transaction) -> asyncio.Future[None]: ...
+
+        def wait_for_room(self) -> asyncio.Future[None]: ...
+
+    # -- the front-end interface ------------------------------------------------------
+
+    def _new_future(self) -> asyncio.Future[Any]:
+        return self._running_loop().create_future()
 
     @staticmethod
-    def _wake(waiter):
-        _settle(waiter, True, None)
+    def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
+        if not future.done():  # cancelled or timed out meanwhile
+            if ok:
+                future.set_result(value)
+            else:
+                future.set_exception(value)
 
-    _is_abandoned = staticmethod(asyncio.Future.done)
+    # the C method itself: a worker asks this before every call
+    _abandoned = staticmethod(asyncio.Future.done)  # type: ignore[assignment]
 
-    def _running_loop(self):
+    def _running_loop(self) -> asyncio.AbstractEventLoop:
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
@@ -61,50 +89,37 @@ class Database(BaseDatabase):
                 raise InterfaceError(
                     f"the Database {self.name!r} is bound to another event loop; "
                     "create one Database per loop")
-            self._bind(loop)
+            self._loop_thread.loop = loop
         return loop
 
-    def _future(self):
-        return self._running_loop().create_future()
+    # -- what differs in the public API: how a caller waits -----------------------
 
-    def _result(self, future, claim, timeout):
-        if claim is not None:
-            self._loop.call_later(timeout, _expire, future, claim, self, timeout)
-        return future
-
-    async def close(self, timeout=None):
+    async def close(self, timeout: Optional[float] = None) -> None:
         """Stop taking calls, let queued calls finish, roll back open transactions,
         close every connection and join the threads. Idempotent.
 
         With ``timeout`` (seconds), calls still queued when it passes fail with
         PoolClosed; calls already running are waited for.
         """
-        loop = self._running_loop()
-        if self._closed_future is None:
-            self._closed_future = loop.create_future()
-            handback = self._pool.handback
-            self._pool.on_exit = lambda: handback(self._closed_future, True, None)
-            self._close_start()
-        try:
-            await asyncio.wait_for(asyncio.shield(self._closed_future), timeout)
-        except asyncio.TimeoutError:
-            self._pool.fail_queued(PoolClosed(
-                f"the Database {self.name!r} closed before this call could run"))
-            await asyncio.shield(self._closed_future)
-        self._pool.join()
-        self._close_end()
+        await asyncio.shield(self._close(timeout))
 
-    async def __aenter__(self):
+    async def __aenter__(self) -> Database:
         return self
 
-    async def __aexit__(self, *exc_info):
+    async def __aexit__(self, *exc_info: Any) -> None:
         await self.close()
 
 
-def _expire(future, claim, db, timeout):
-    try:
-        claim.pop()
-    except IndexError:
-        return  # a worker started it: the caller waits for its result
-    if not future.done():
-        future.set_exception(db._pool_timeout(timeout))
+class _BoundLoop:
+    """The loop thread of one Database: its event loop, bound at the first call."""
+
+    __slots__ = ("loop",)
+
+    def __init__(self, loop: Optional[asyncio.AbstractEventLoop]) -> None:
+        self.loop = loop
+
+    def call_soon_threadsafe(self, fn: Callable[[], None]) -> Any:
+        return self.loop.call_soon_threadsafe(fn)  # type: ignore[union-attr]
+
+    def call_later(self, seconds: float, fn: Callable[..., Any], *args: Any) -> Any:
+        return self.loop.call_later(seconds, fn, *args)  # type: ignore[union-attr]

@@ -1,34 +1,47 @@
-"""BaseDatabase: the public API, written once for every front-end.
+"""BaseDatabase: the public API and all the plumbing, written once for every front-end.
 
-A front-end subclass supplies four things: how to make a future
-(``_future``), what a call returns given its future (``_result``), whether a
-future was abandoned by its caller (``_is_abandoned``, checked by the worker
-before it starts), and ``close``. Everything else is here.
+A front-end is one small module that subclasses ``BaseDatabase`` and supplies the
+primitives listed in its docstring ("The front-end interface"); the hand-back,
+admission under ``max_queued``, timeouts and the close sequence are built here
+from those primitives. ``docs/architecture.md`` shows the layers and the life of
+one call.
 """
 
-import collections
+from __future__ import annotations
+
+import enum
 import itertools
 import logging
 import os
 import tempfile
+import threading
 import warnings
 import weakref
 from collections.abc import Mapping, Sequence
+from typing import Any, Callable, Optional, Union
 
 from . import drivers, ops, rows
-from .errors import ForkError, InterfaceError, PoolClosed, PoolTimeout, QueueFull
+from .admission import Admission
+from .call import Claim, job
+from .errors import ConnectionLost, ForkError, InterfaceError, PoolClosed, PoolTimeout
+from .handback import BatchedHandback, DirectHandback
 from .pool import Pool, Worker
 from .transaction import Transaction, TransactionContext, TxState
 from .url import Target, make_target
 
 log = logging.getLogger("adb")
 
+#: a statement: SQL text, or the 2011 form ``(sql, params)`` as one argument
+SQL = Union[str, bytes, "tuple[Union[str, bytes], Params]"]
+#: statement parameters in the driver's paramstyle: a sequence, a mapping, or None
+Params = Union[Sequence[Any], Mapping[str, Any], None]
+
 DEFAULT_POOL_SIZE = 10
 _names = itertools.count(1)
-_live = weakref.WeakSet()
+_live: "weakref.WeakSet[BaseDatabase]" = weakref.WeakSet()
 
 
-def _after_fork_in_child():
+def _after_fork_in_child() -> None:
     for db in list(_live):
         db._refusal = ForkError(
             f"the Database {db.name!r} was created in process {db._pid} and cannot be used "
@@ -39,15 +52,21 @@ def _after_fork_in_child():
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+class CloseState(enum.Enum):
+    OPEN = "open"
+    CLOSING = "closing"  # refusing calls; the workers finish what was accepted
+    CLOSED = "closed"    # every worker thread has ended; every accepted call is settled
+
+
 class BaseDatabase:
     """A pool of worker threads, each with one DB-API connection.
 
     :param url: ``postgresql://user:pw@host:port/db``, ``mysql://...``,
         ``sqlite:///path`` or ``sqlite://`` (memory); None with no ``driver``
         means a private SQLite file, removed on close (the embedded default).
-    :param driver: a driver name (``"psycopg2"``, ``"pymysql"``, ``"sqlite3"``,
-        or any importable PEP 249 module) for the keyword form; the remaining
-        keywords go to the driver's ``connect()``.
+    :param driver: a driver name (``"psycopg2"``, ``"psycopg"``, ``"pymysql"``,
+        ``"sqlite3"``, or any importable PEP 249 module) for the keyword form; the
+        remaining keywords go to the driver's ``connect()``.
     :param pool_size: number of worker threads and connections (default 10).
     :param row_factory: ``"tuple"`` (default), ``"dict"``, ``"namedtuple"`` or a
         callable ``(description, rows) -> list``.
@@ -61,92 +80,139 @@ class BaseDatabase:
         cancelled on the server and fails with ``StatementTimeout``. None: no limit.
     :param max_queued: most calls that may wait for a worker; None: no limit.
     :param on_full: what a call does when ``max_queued`` calls already wait:
-        ``"wait"`` (default; see ``wait_for_room``) or ``"raise"`` (``QueueFull``).
+        ``"wait"`` (default: it is accepted and queued as room frees up; see
+        ``wait_for_room``) or ``"raise"`` (``QueueFull``).
     :param max_lifetime: seconds after which a connection is replaced (between
         calls, never inside a transaction), less up to 5% jitter.
     :param max_idle: seconds a worker keeps an unused connection open.
     :param check_idle: run ``select 1`` before using a connection idle this long.
+
+    The front-end interface. A front-end subclass provides these primitives and
+    nothing else; everything else is built here from them:
+
+    - ``_new_future()``: a new future for one call (caller's thread).
+    - ``_settle(future, ok, value)``: give it its result (``ok``) or exception
+      (loop thread; for a blocking front-end, any thread). It must do nothing to a
+      future already settled or abandoned.
+    - ``_abandoned(future)``: True once its caller gave up on it, e.g. cancelled it
+      (any thread; a worker skips such a call, the watchdog cancels it if running).
+    - ``_loop_thread``: the loop thread, an object with
+      ``call_soon_threadsafe(fn)`` (run ``fn()`` on the loop thread soon; any
+      thread) and ``call_later(seconds, fn, *args)`` (run ``fn(*args)`` there later,
+      returning a handle with ``cancel()``; loop thread). None for a blocking
+      front-end: results are then settled in the worker thread. It must not hold
+      the Database: worker threads reach it, and a Database dropped unclosed must
+      still be collected (and warn).
+    - ``_lost_error``: the ConnectionLost class callers get (optional).
+    - ``_blocking``: True for a blocking front-end, whose future then has
+      ``wait(timeout) -> bool`` and ``result()`` (the value, or raises), and whose
+      public methods return values instead of futures.
+
+    The public methods are written once here; a front-end's ``close`` only says
+    how its caller waits for ``_close`` (a future) or calls ``_close_blocking``.
     """
 
     _blocking = False
+    _lost_error: type = ConnectionLost
+    _loop_thread: Any = None
 
-    def __init__(self, url=None, *, driver=None, pool_size=None, row_factory=None,
-                 timeout=None, name=None, on_connect=None, statement_timeout=None,
-                 max_queued=None, on_full="wait", max_lifetime=None, max_idle=None,
-                 check_idle=None, _pool_options=None, **connect_kwargs):
+    def __init__(self, url: Any = None, *, driver: Optional[str] = None,
+                 pool_size: Optional[int] = None, row_factory: Any = None,
+                 timeout: Optional[float] = None, name: Optional[str] = None,
+                 on_connect: Optional[Callable[[Any], None]] = None,
+                 statement_timeout: Optional[float] = None, max_queued: Optional[int] = None,
+                 on_full: str = "wait", max_lifetime: Optional[float] = None,
+                 max_idle: Optional[float] = None, check_idle: Optional[float] = None,
+                 _pool_options: Optional[dict[str, Any]] = None, **connect_kwargs: Any) -> None:
         target = make_target(url, driver, connect_kwargs)
         if on_connect is not None and not callable(on_connect):
             raise InterfaceError(f"on_connect must be callable, not {on_connect!r}")
-        self._tempfile = None
+        self._tempfile: Optional[str] = None
+        self._close_state = CloseState.OPEN
         if target is None:
             fd, self._tempfile = tempfile.mkstemp(prefix="adb-", suffix=".db")
             os.close(fd)
             target = Target("sqlite3", {"database": self._tempfile})
+        pool_options = dict(_pool_options or {})
         try:
             self._driver = driver_obj = drivers.load(target, on_connect)
-            size = _check_pool_size(pool_size, driver_obj)
+            size = _check_pool_size(pool_size, driver_obj, pool_options.pop("fit_size", False))
         except BaseException:
-            self._close_end()  # the embedded default's file, if one was made
+            self._remove_tempfile()
             raise
         self._row_factory = rows.resolve(row_factory)
         self._timeout = _check_timeout(timeout)
         self._statement_timeout = _check_timeout(statement_timeout, "statement_timeout")
-        self._max_queued = _check_count(max_queued, "max_queued")
+        max_queued = _check_count(max_queued, "max_queued")
         if on_full not in ("wait", "raise"):
             raise InterfaceError(f"on_full must be 'wait' or 'raise', not {on_full!r}")
-        self._on_full = on_full
-        pool_options = {"max_lifetime": _check_timeout(max_lifetime, "max_lifetime"),
-                        "max_idle": _check_timeout(max_idle, "max_idle"),
-                        "check_idle": _check_timeout(check_idle, "check_idle"),
-                        **(_pool_options or {})}
+        _check_timeout(max_lifetime, "max_lifetime")
+        _check_timeout(max_idle, "max_idle")
+        _check_timeout(check_idle, "check_idle")
         self.name = name if name is not None else f"adb-{next(_names)}"
         self._pid = os.getpid()
-        self._refusal = None  # set to the error to raise once closing or forked
-        self._parked = _Parked()  # calls waiting for room (max_queued, on_full="wait")
-        self._room_waiters = collections.deque()
-        self._open_tx = weakref.WeakSet()
-        self._pool = Pool(driver_obj, size, self.name, self._is_abandoned, **pool_options)
-        self._shared = _Submitter(self._pool.submit)
+        self._refusal: Optional[BaseException] = None  # raised by every call once closing or forked
+        self._open_tx: "weakref.WeakSet[Transaction]" = weakref.WeakSet()
+        self._close_futures: list[Any] = []
+        self._close_timer: Any = None
+        self._close_lock = threading.Lock()
+        self._admission = None if max_queued is None else \
+            Admission(self.name, max_queued, on_full, self._settle)
+        # nothing the pool holds refers to the Database (see _loop_thread), except weakly
+        pool: Optional[Pool] = None
+        self._handback = self._make_handback(lambda: pool.saturated())  # type: ignore[union-attr]
+        self._pool = pool = Pool(
+            driver_obj, size, self.name, handback=self._handback, is_abandoned=self._abandoned,
+            on_exit=_weak_method(self._workers_exited), lost_error=self._lost_error,
+            max_lifetime=max_lifetime, max_idle=max_idle, check_idle=check_idle, **pool_options)
+        if self._admission is not None:
+            self._admission.attach(pool)
+        self._put_shared = pool.submit if self._admission is None else self._admission.put
         _live.add(self)
         log.debug("%r created", self)
 
-    # -- what front-ends provide ---------------------------------------------------
+    # -- the front-end interface (see the class docstring) ----------------------------
+
+    def _new_future(self) -> Any:
+        raise NotImplementedError
 
     @staticmethod
-    def _is_abandoned(future):
+    def _settle(future: Any, ok: bool, value: Any) -> None:
+        raise NotImplementedError
+
+    @staticmethod
+    def _abandoned(future: Any) -> bool:
         return False
-
-    def _future(self):
-        raise NotImplementedError
-
-    def _result(self, future, claim, timeout):
-        raise NotImplementedError
 
     # -- the public API --------------------------------------------------------------
 
     @property
-    def paramstyle(self):
+    def paramstyle(self) -> str:
         """The driver's PEP 249 paramstyle: ``'pyformat'`` (``%s``) or ``'qmark'`` (``?``)."""
         return self._driver.paramstyle
 
     @property
-    def dbapi(self):
+    def dbapi(self) -> Any:
         """The driver module, for catching its exceptions (``db.dbapi.IntegrityError``)."""
         return self._driver.dbapi
 
     @property
-    def closed(self):
-        return self._pool.closing
+    def closed(self) -> bool:
+        """True from the moment ``close()`` begins: the Database takes no more calls."""
+        return self._close_state is not CloseState.OPEN
 
-    def runQuery(self, sql, params=None, tx=None, *, row_factory=None, timeout=None,
-                 statement_timeout=None):
+    def runQuery(self, sql: Any, params: Any = None, tx: Optional[Transaction] = None, *,
+                 row_factory: Any = None, timeout: Optional[float] = None,
+                 statement_timeout: Optional[float] = None) -> Any:
         """Run a query and return its rows as a list (rows shaped by the row factory)."""
         sql, params = _statement(sql, params)
         factory = self._row_factory if row_factory is None else rows.resolve(row_factory)
         return self._dispatch(tx, Worker.standalone, (ops.query, sql, params, factory), timeout,
                               statement_timeout)
 
-    def runOperation(self, sql, params=None, tx=None, *, timeout=None, statement_timeout=None):
+    def runOperation(self, sql: Any, params: Any = None, tx: Optional[Transaction] = None, *,
+                     timeout: Optional[float] = None,
+                     statement_timeout: Optional[float] = None) -> Any:
         """Run one statement, autocommitted unless ``tx`` is given; return its rowcount.
 
         ``runOperation((sql, params))`` (one tuple) also works, as in the 2011 adb.
@@ -155,7 +221,8 @@ class BaseDatabase:
         return self._dispatch(tx, Worker.standalone, (ops.operation, sql, params), timeout,
                               statement_timeout)
 
-    def runMany(self, sql, seq_of_params, tx=None, *, timeout=None, statement_timeout=None):
+    def runMany(self, sql: Any, seq_of_params: Any, tx: Optional[Transaction] = None, *,
+                timeout: Optional[float] = None, statement_timeout: Optional[float] = None) -> Any:
         """Run ``sql`` once per parameter set by the driver's bulk path, atomically.
 
         Returns the total rowcount. Outside ``tx`` all sets commit together or not at all.
@@ -169,7 +236,7 @@ class BaseDatabase:
             _check_params(params)
         return self._dispatch(tx, Worker.atomic, (ops.many, sql, seq), timeout, statement_timeout)
 
-    def runInteraction(self, fn, *args, **kwargs):
+    def runInteraction(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run ``fn(cursor, *args, **kwargs)`` in a worker, inside one transaction.
 
         Commits if ``fn`` returns, rolls back and re-raises if it raises; returns
@@ -179,99 +246,152 @@ class BaseDatabase:
             raise TypeError(f"runInteraction needs a callable, not {type(fn).__name__}")
         return self._call(Worker.atomic, (ops.interaction, fn, args, kwargs), None, None)
 
-    def beginTransaction(self, *, timeout=None):
+    def beginTransaction(self, *, timeout: Optional[float] = None) -> Any:
         """Pin a worker and open a transaction on it; return its handle."""
+        if self._refusal is not None:
+            raise self._refusal
         tx = Transaction(self)
         self._open_tx.add(tx)
         return self._call(Worker.begin, (tx,), None, timeout)
 
-    def commitTransaction(self, tx):
+    def commitTransaction(self, tx: Transaction) -> Any:
         """Commit ``tx`` and free its worker. A failed (aborted) transaction is
         rolled back instead and the call fails with TransactionError."""
         return self._finish(tx, True)
 
-    def rollbackTransaction(self, tx):
+    def rollbackTransaction(self, tx: Transaction) -> Any:
         """Roll ``tx`` back and free its worker."""
         return self._finish(tx, False)
 
-    def transaction(self, *, timeout=None):
+    def transaction(self, *, timeout: Optional[float] = None) -> TransactionContext:
         """``async with db.transaction() as tx``: commit on success, roll back on error."""
         return TransactionContext(self, timeout)
 
-    def stats(self):
-        """A snapshot of the pool: workers busy/idle/pinned, queued, completed, errors,
-        connects, hand-back wake-ups (signalled, and timed while saturated), results settled
-        and the largest batch settled at once."""
+    def wait_for_room(self) -> Any:
+        """Wait until fewer than ``max_queued`` calls wait for a worker (at once without
+        ``max_queued``); fails with PoolClosed if the Database closes meanwhile.
+
+        A producer that fires calls faster than the pool runs them waits for this
+        before each call, so memory stays bounded however many calls it makes::
+
+            for params in huge_iterable:
+                await db.wait_for_room()
+                pending.add(db.runOperation(sql, params))  # and discard finished ones
+        """
+        if self._refusal is not None:
+            raise self._refusal
+        waiter = self._new_future()
+        if self._admission is None:
+            self._settle(waiter, True, None)
+        else:
+            self._admission.wait(waiter)
+        return self._returned(waiter, None, None)
+
+    def stats(self) -> dict[str, Any]:
+        """A snapshot of the pool: workers busy/idle/pinned, queued, parked and waiting
+        for room, completed, errors, connects, hand-back wake-ups (signalled, and timed
+        while saturated), results settled and the largest batch settled at once."""
         stats = self._pool.stats()
         stats["name"] = self.name
-        stats["closed"] = self._pool.closing
+        stats["closed"] = self.closed
         stats["open_transactions"] = len(self._open_tx)
-        handback = self._pool.handback
+        admission = self._admission
+        stats["parked"] = admission.parked if admission else 0
+        stats["waiting_for_room"] = admission.waiting if admission else 0
         for key in ("wakeups", "polls", "settled", "largest_batch"):
-            stats[key] = getattr(handback, key, None)
+            stats[key] = getattr(self._handback, key, None)
         return stats
 
-    def __repr__(self):
-        state = "closed" if self._pool.closing else "open"
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "open"
         return (f"<{type(self).__module__}.{type(self).__name__} {self.name!r} "
                 f"{self._driver.target} pool_size={len(self._pool.workers)} {state}>")
 
-    def __del__(self):
+    def __del__(self) -> None:
         pool = getattr(self, "_pool", None)
         if pool is not None and not pool.closing:
             warnings.warn(f"unclosed {self!r}", ResourceWarning, source=self)
+            if self._admission is not None:
+                self._admission.close()  # parked calls run; their callers may still wait
             pool.stop()
 
-    # -- plumbing ----------------------------------------------------------------------
+    # -- one call ----------------------------------------------------------------------
 
-    def _dispatch(self, tx, fn, args, timeout, statement_timeout=None):
+    def _make_handback(self, saturated: Callable[[], bool]) -> Any:
+        after = None if self._admission is None else self._admission.after
+        loop = self._loop_thread
+        if loop is None:
+            return DirectHandback(self._settle, after)
+        return BatchedHandback(loop.call_soon_threadsafe, self._settle, after,
+                               loop.call_later, saturated)
+
+    def _dispatch(self, tx: Optional[Transaction], fn: Callable[..., Any], args: tuple[Any, ...],
+                  timeout: Optional[float], statement_timeout: Optional[float] = None) -> Any:
         if tx is None:
             return self._call(fn, args, None, timeout, statement_timeout)
-        return self._call(Worker.in_transaction, args, self._tx_queue(tx), None, statement_timeout)
+        return self._call(Worker.in_transaction, args, self._tx_put(tx), None, statement_timeout)
 
-    def _interact_in(self, tx, fn, args, kwargs):
+    def _interact_in(self, tx: Transaction, fn: Callable[..., Any], args: tuple[Any, ...],
+                     kwargs: dict[str, Any]) -> Any:
         return self._call(Worker.in_transaction, (ops.interaction, fn, args, kwargs),
-                          self._tx_queue(tx), None)
+                          self._tx_put(tx), None)
 
-    def _tx_queue(self, tx):
+    def _tx_put(self, tx: Transaction) -> Callable[[Any], None]:
         if not isinstance(tx, Transaction):
             raise TypeError(
                 f"tx must be a transaction handle from beginTransaction(), not {type(tx).__name__}")
         tx.check(self)
-        return tx.queue
+        return tx.queue.put
 
-    def _finish(self, tx, commit):
-        queue = self._tx_queue(tx)
+    def _finish(self, tx: Transaction, commit: bool) -> Any:
+        put = self._tx_put(tx)
         tx.state = TxState.ENDING
         self._open_tx.discard(tx)
-        return self._call(Worker.finish, (tx, commit), queue, None)
+        return self._call(Worker.finish, (tx, commit), put, None)
 
-    def _call(self, fn, args, queue, timeout, statement_timeout=None):
-        """Queue one job and return what the front-end makes of its future."""
+    def _call(self, fn: Callable[..., Any], args: tuple[Any, ...],
+              put: Optional[Callable[[Any], None]], timeout: Optional[float],
+              statement_timeout: Optional[float] = None) -> Any:
+        """Queue one job (``put`` None: shared work) and return what the caller gets."""
         if self._refusal is not None:
             raise self._refusal
-        if timeout is None:
-            timeout = self._timeout
         if statement_timeout is None:
             statement_timeout = self._statement_timeout
         else:
             _check_timeout(statement_timeout, "statement_timeout")
         claim = None
-        if queue is None:
+        if put is None:
+            put = self._put_shared
+            if timeout is None:
+                timeout = self._timeout
             if timeout is not None:
-                claim = [True]
-            queue = self._shared
-            if self._max_queued is not None and self._pool.queue.qsize() >= self._max_queued:
-                if self._on_full == "raise":
-                    raise QueueFull(
-                        f"the Database {self.name!r} already has {self._max_queued} calls waiting "
-                        f"(max_queued={self._max_queued}); this call did not run")
-                queue = self._overflow()
-        future = self._future()
-        queue.put((future, fn, claim, statement_timeout) + args)  # one tuple per queued call
-        return self._result(future, claim, timeout)
+                claim = Claim()
+        future = self._new_future()
+        put(job(future, fn, claim, statement_timeout, args))
+        return self._returned(future, claim, timeout)
 
-    def _pool_timeout(self, timeout):
+    def _returned(self, future: Any, claim: Optional[Claim], timeout: Optional[float]) -> Any:
+        """What a public method returns: the future (its claim expires after ``timeout``),
+        or, on a blocking front-end, its value once settled."""
+        if self._blocking:
+            if claim is not None and not future.wait(timeout):
+                if claim.take():
+                    raise self._pool_timeout(timeout)
+                future.wait(None)  # a worker started it meanwhile: wait for the result
+            elif claim is None:
+                future.wait(None)
+            return future.result()
+        if claim is not None:
+            self._loop_thread.call_later(timeout, self._expire, future, claim, timeout)
+        return future
+
+    def _expire(self, future: Any, claim: Claim, timeout: float) -> None:
+        """A call's wait for a worker ran out (loop thread): unless a worker took it
+        first, it never runs and fails with PoolTimeout."""
+        if claim.take():
+            self._settle(future, False, self._pool_timeout(timeout))
+
+    def _pool_timeout(self, timeout: Optional[float]) -> PoolTimeout:
         """The PoolTimeout for a call that waited ``timeout`` s for a worker in vain."""
         stats = self._pool.stats()
         pinned = (f" ({stats['pinned']} of {stats['pool_size']} workers are pinned by "
@@ -279,63 +399,91 @@ class BaseDatabase:
         return PoolTimeout(f"no worker of the Database {self.name!r} became free within "
                            f"{timeout} s{pinned}; the call did not run")
 
-    def _overflow(self):
-        """Where a call goes when ``max_queued`` calls wait (``on_full="wait"``): a
-        caller-side queue that ``_admit`` empties into the pool's as room frees up."""
-        return self._parked
+    # -- the close sequence, for every front-end -------------------------------------
 
-    def _room(self):
-        return self._max_queued is None or self._pool.queue.qsize() < self._max_queued
+    def _close(self, timeout: Optional[float] = None) -> Any:
+        """Close; return a future settled on the loop thread once every worker thread
+        has ended and every call the Database accepted has been settled.
 
-    def _admit(self):
-        """Move parked calls into the pool's queue while there is room, then wake
-        ``wait_for_room`` callers (loop thread, after each batch of results)."""
-        parked, submit = self._parked, self._pool.submit
-        while parked and self._room():
-            submit(parked.popleft())
-        waiters = self._room_waiters
-        while waiters and not parked and self._room():
-            self._wake(waiters.popleft())
-
-    def wait_for_room(self):
-        """Wait until fewer than ``max_queued`` calls wait for a worker.
-
-        A producer that fires calls faster than the pool runs them awaits this
-        before each call, so memory stays bounded however many calls it makes::
-
-            for params in huge_iterable:
-                await db.wait_for_room()
-                pending.add(db.runOperation(sql, params))  # and discard finished ones
+        1. New calls and ``wait_for_room`` fail with PoolClosed.
+        2. Open transactions roll back (their workers are told to abandon them).
+        3. Parked calls (``max_queued``) join the queue; room waiters get PoolClosed.
+        4. The workers run every queued call, then exit (a STOP per worker, queued last).
+        5. With ``timeout`` (seconds), calls still queued then fail with PoolClosed;
+           calls already running are waited for.
+        6. The watchdog joins the worker threads, fails anything that slipped in
+           behind the STOPs, and ``_closed`` runs on the loop thread.
+        Idempotent: every call returns a future settled at the same moment.
         """
-        waiter = self._future()
-        if not self._parked and self._room():
-            self._wake(waiter)
-        else:
-            self._room_waiters.append(waiter)
-        return waiter
+        done = self._new_future()
+        if self._close_state is CloseState.CLOSED:
+            self._settle(done, True, None)
+            return done
+        self._close_futures.append(done)
+        if self._stop_accepting() and timeout is not None:
+            self._close_timer = self._loop_thread.call_later(_check_timeout(timeout),
+                                                             self._close_timed_out)
+        return done
 
-    def _wake(self, waiter):
-        raise NotImplementedError
+    def _close_blocking(self, timeout: Optional[float] = None) -> None:
+        """The close sequence of ``_close``, blocking the calling thread until it is done.
+        ``timeout`` is one overall limit on the wait for queued calls."""
+        self._stop_accepting()
+        if not self._pool.done.wait(_check_timeout(timeout)):
+            self._fail_queued()
+            self._pool.done.wait()
+        self._closed()
 
-    def _close_start(self):
-        """Refuse new calls, roll back open transactions, let queued calls finish."""
-        if self._pool.closing:
-            return False
+    def _stop_accepting(self) -> bool:
+        """Steps 1-4 of the close sequence; False if an earlier close already took them."""
+        with self._close_lock:
+            if self._close_state is not CloseState.OPEN:
+                return False
+            self._close_state = CloseState.CLOSING
         self._refusal = PoolClosed(f"the Database {self.name!r} is closed")
         for tx in list(self._open_tx):
             tx.fail()
-            tx.queue.put((None, Worker.abandon, None, None, "because the Database is closing"))
+            tx.queue.put(job(None, Worker.abandon, None, None, ("because the Database is closing",)))
+        if self._admission is not None:
+            self._admission.close()
         self._pool.stop()
         return True
 
-    def _close_end(self):
-        """After the workers exited (loop thread): deliver what is left, drop the
-        embedded default's file."""
-        pool = getattr(self, "_pool", None)  # None: construction failed
-        stop = getattr(pool and pool.handback, "stop", None)
-        if stop is not None:
-            stop()
+    def _close_timed_out(self) -> None:
+        self._close_timer = None  # fired: a Twisted DelayedCall may not be cancelled now
+        self._fail_queued()
+
+    def _fail_queued(self) -> None:
+        self._pool.fail_queued(PoolClosed(
+            f"the Database {self.name!r} closed before this call could run"))
+
+    def _workers_exited(self) -> None:
+        """Every worker thread has ended (watchdog thread): finish on the loop thread,
+        if a ``_close`` future waits (``_close_blocking`` finishes by itself)."""
+        if self._loop_thread is not None and self._close_futures:
+            try:
+                self._loop_thread.call_soon_threadsafe(self._closed)
+            except RuntimeError:  # the loop is closed: nobody waits for the close
+                pass
+
+    def _closed(self) -> None:
+        """The last step (loop thread, or the closing thread): stop hand-back polling,
+        drop the embedded default's file, settle every close future. Once."""
+        with self._close_lock:
+            if self._close_state is CloseState.CLOSED:
+                return
+            self._close_state = CloseState.CLOSED
+        if self._close_timer is not None:
+            self._close_timer.cancel()
+            self._close_timer = None
+        self._handback.stop()
         _live.discard(self)
+        self._remove_tempfile()
+        futures, self._close_futures = self._close_futures, []
+        for future in futures:
+            self._settle(future, True, None)
+
+    def _remove_tempfile(self) -> None:
         if self._tempfile:
             for suffix in ("", "-wal", "-shm"):
                 try:
@@ -345,23 +493,21 @@ class BaseDatabase:
             self._tempfile = None
 
 
+def _weak_method(method: Callable[[], None]) -> Callable[[], None]:
+    """``method()`` while its object lives; nothing once it has been collected."""
+    ref = weakref.WeakMethod(method)
+
+    def call() -> None:
+        bound = ref()
+        if bound is not None:
+            bound()
+    return call
+
+
 _PLAIN_PARAMS = frozenset({tuple, list, dict})
 
 
-class _Submitter:
-    """``put(job)`` for the pool's shared work (hand-off to an idle worker or queue)."""
-
-    __slots__ = ("put",)
-
-    def __init__(self, submit):
-        self.put = submit
-
-
-class _Parked(collections.deque):
-    put = collections.deque.append
-
-
-def _statement(sql, params):
+def _statement(sql: Any, params: Any) -> tuple[Any, Any]:
     if params is None and isinstance(sql, tuple) and len(sql) == 2:
         sql, params = sql  # the 2011 form: runOperation((sql, params))
     if not isinstance(sql, (str, bytes)):
@@ -371,7 +517,7 @@ def _statement(sql, params):
     return sql, params
 
 
-def _check_params(params):
+def _check_params(params: Any) -> None:
     if type(params) in _PLAIN_PARAMS:  # the common case, without ABC checks
         return
     if isinstance(params, (str, bytes)):
@@ -382,19 +528,23 @@ def _check_params(params):
         raise TypeError(f"parameters must be a tuple, list or dict, not {type(params).__name__}")
 
 
-def _check_pool_size(pool_size, driver):
+def _check_pool_size(pool_size: Optional[int], driver: Any, fit: bool = False) -> int:
+    """The pool size to use; ``fit`` caps a larger one at the driver's limit instead
+    of refusing it (adbapi users open ``":memory:"`` with ``cp_max=5``)."""
+    limit = driver.max_pool_size
     if pool_size is None:
-        return driver.max_pool_size or DEFAULT_POOL_SIZE
+        return limit or DEFAULT_POOL_SIZE
     if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
         raise InterfaceError(f"pool_size must be a positive integer, not {pool_size!r}")
-    if driver.max_pool_size is not None and pool_size > driver.max_pool_size:
-        raise InterfaceError(
-            f"pool_size={pool_size} is impossible for {driver.target}: an in-memory SQLite "
-            f"database lives in one connection; use pool_size=1 or a file (sqlite:///path.db)")
+    if limit is not None and pool_size > limit:
+        if fit:
+            return limit
+        raise InterfaceError(f"pool_size={pool_size} is impossible for {driver.target}: "
+                             f"{driver.max_pool_size_reason}")
     return pool_size
 
 
-def _check_timeout(timeout, name="timeout"):
+def _check_timeout(timeout: Any, name: str = "timeout") -> Optional[float]:
     if timeout is None:
         return None
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0:
@@ -402,7 +552,7 @@ def _check_timeout(timeout, name="timeout"):
     return timeout
 
 
-def _check_count(count, name):
+def _check_count(count: Any, name: str) -> Optional[int]:
     if count is None:
         return None
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:

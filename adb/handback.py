@@ -1,8 +1,9 @@
-"""Batched hand-back of results from worker threads to one loop thread.
+"""Hand-back of results from worker threads to the caller's world.
 
-A naive ``call_soon_threadsafe`` per result wakes the loop (a syscall) once per
-call. Here workers append to a deque and only the first appender after a drain
-schedules a wake-up; the loop thread then settles the whole batch.
+``BatchedHandback`` serves front-ends with a loop thread (asyncio, Tornado,
+Twisted). A naive ``call_soon_threadsafe`` per result wakes the loop (a syscall)
+once per call. Here workers append to a deque and only the first appender after
+a drain schedules a wake-up; the loop thread then settles the whole batch.
 
 Why no wake-up is lost: a worker appends *before* it reads the flag, and a
 drain clears the flag *before* it empties the deque. A worker that finds the
@@ -20,12 +21,21 @@ trade the GIL; under saturation results arrive faster than that, and the queued
 calls keep every worker busy meanwhile, so a millisecond's delay in delivery costs
 no throughput. The first drain that finds the pool no longer busy clears the flag
 before it empties the deque, exactly as above, and signalling resumes.
+
+``DirectHandback`` serves a blocking front-end: there is no loop thread, so
+each result is settled at once in the worker thread (waking the one caller
+thread that waits for it).
 """
 
+from __future__ import annotations
+
 from collections import deque
+from typing import Any, Callable, Optional
 
 #: seconds between drains while the pool is saturated
 POLL_INTERVAL = 0.001
+
+Settle = Callable[[Any, bool, Any], None]
 
 
 class BatchedHandback:
@@ -39,12 +49,15 @@ class BatchedHandback:
     loop drains on a timer instead of being woken while ``busy()`` holds.
     """
 
-    def __init__(self, schedule, settle, after=None, later=None, busy=None):
+    def __init__(self, schedule: Callable[[Callable[[], None]], Any], settle: Settle,
+                 after: Optional[Callable[[], None]] = None,
+                 later: Optional[Callable[[float, Callable[[], None]], Any]] = None,
+                 busy: Optional[Callable[[], bool]] = None) -> None:
         self._after = after  # called on the loop thread after each drain
-        self._pending = deque()
+        self._pending: deque[tuple[Any, bool, Any]] = deque()
         self._scheduled = False
         self._polling = False
-        self._timer = None  # the pending saturation timer, while polling
+        self._timer: Any = None  # the pending saturation timer, while polling
         self._schedule = schedule
         self._settle = settle
         self._later = later
@@ -54,17 +67,26 @@ class BatchedHandback:
         self.settled = 0
         self.largest_batch = 0
 
-    def __call__(self, future, ok, value):
+    def __call__(self, future: Any, ok: bool, value: Any) -> None:
         """Queue one result (worker thread)."""
         self._pending.append((future, ok, value))
         if not self._scheduled:
-            self._scheduled = True
-            try:
-                self._schedule(self._drain)
-            except RuntimeError:  # the loop is closed: nobody is left to deliver to
-                self._scheduled = False
+            self._signal()
 
-    def _drain(self):
+    def nudge(self) -> None:
+        """Have ``after()`` run soon though no result came (worker thread): a worker
+        skipped a call whose caller gave up, and parked calls may now fit."""
+        if self._after is not None and not self._scheduled:
+            self._signal()
+
+    def _signal(self) -> None:
+        self._scheduled = True
+        try:
+            self._schedule(self._drain)
+        except RuntimeError:  # the loop is closed: nobody is left to deliver to
+            self._scheduled = False
+
+    def _drain(self) -> None:
         """Settle every queued result (loop thread, on a worker's signal)."""
         self.wakeups += 1
         if self._polling:  # a signal sent just before polling began: the timer owns the flag
@@ -74,21 +96,21 @@ class BatchedHandback:
         self._settle_all()
         if self._busy is not None and self._busy():
             self._polling = self._scheduled = True  # workers stop signalling from here
-            self._timer = self._later(POLL_INTERVAL, self._poll)
+            self._timer = self._later(POLL_INTERVAL, self._poll)  # type: ignore[misc]
 
-    def _poll(self):
+    def _poll(self) -> None:
         """Settle every queued result (loop thread, on the saturation timer). A tick
         that finds nothing to settle ends polling too: the pool is busy with calls
         that are not coming back soon (cancelled ones, long statements)."""
         self.polls += 1
         self._timer = None
-        if self._pending and self._busy():
+        if self._pending and self._busy():  # type: ignore[misc]
             self._settle_all()
-            self._timer = self._later(POLL_INTERVAL, self._poll)
+            self._timer = self._later(POLL_INTERVAL, self._poll)  # type: ignore[misc]
         else:
             self.stop()
 
-    def stop(self):
+    def stop(self) -> None:
         """End polling and settle whatever is queued (loop thread): at a tick that finds
         the pool no longer saturated, and after the workers exited, so that no timer
         outlives the pool."""
@@ -98,7 +120,7 @@ class BatchedHandback:
         self._polling = self._scheduled = False
         self._settle_all()
 
-    def _settle_all(self):
+    def _settle_all(self) -> None:
         popleft, settle = self._pending.popleft, self._settle
         count = 0
         while True:
@@ -113,3 +135,27 @@ class BatchedHandback:
             self.largest_batch = count
         if self._after is not None:
             self._after()
+
+
+class DirectHandback:
+    """Settle each result at once, in the worker thread (blocking front-ends)."""
+
+    wakeups = polls = largest_batch = None
+
+    def __init__(self, settle: Settle, after: Optional[Callable[[], None]] = None) -> None:
+        self._settle = settle
+        self._after = after
+        self.settled = 0
+
+    def __call__(self, future: Any, ok: bool, value: Any) -> None:
+        self._settle(future, ok, value)
+        self.settled += 1  # a statistic: a lost increment between threads is harmless
+        if self._after is not None:
+            self._after()
+
+    def nudge(self) -> None:
+        if self._after is not None:
+            self._after()
+
+    def stop(self) -> None:
+        """Nothing is ever pending here."""

@@ -4,7 +4,9 @@ Shared work flows through one ``queue.SimpleQueue``. A worker that begins a
 transaction is *pinned*: until the transaction ends it reads only that
 transaction's private queue, so its statements run in order on one connection.
 Nothing here knows about event loops: results go to ``pool.handback(future,
-ok, value)``, which the front-end provides.
+ok, value)``, which the core builds for its front-end. A caller hands a job
+to the most recently idle worker through that worker's inbox (LIFO, so a hot
+thread serves sequential calls) or, with none idle, to the shared queue.
 
 Before each call outside a transaction a worker checks its connection (closed,
 a readable idle socket, past ``max_lifetime``, idle past ``check_idle`` and
@@ -13,12 +15,16 @@ costs the caller nothing. A call whose connection breaks under it is never
 re-run: the caller gets ``ConnectionLost`` (the statement may have run).
 """
 
+from __future__ import annotations
+
 import logging
 import threading
 import time
 from queue import Empty, SimpleQueue
+from typing import Any, Callable, Optional
 
 from . import health, ops
+from .call import ARGS, CLAIM, FUTURE, CallState, Job, RunningCall
 from .errors import ConnectionLost, PoolClosed, ServerUnavailable, StatementTimeout, TransactionError
 
 log = logging.getLogger("adb")
@@ -36,22 +42,20 @@ class Worker:
     """One thread and its connection. All methods run in that thread, except that
     the watchdog reads ``current`` and may cancel the running statement."""
 
-    def __init__(self, pool, index):
+    def __init__(self, pool: Pool, index: int) -> None:
         self.pool = pool
         self.driver = pool.driver
         self.index = index
-        self.conn = None
+        self.conn: Any = None
         self.born = self.last_used = 0.0
-        self.lifetime = None
-        self.txq = None       # the private queue of the transaction pinning this worker
+        self.lifetime: Optional[float] = None
+        self.txq: Optional[SimpleQueue[Job]] = None  # the queue of the transaction pinning it
         self.tx_lost = False  # that transaction's connection broke: it can only end
         self.busy = False
-        self.current = None   # (future, deadline, seq) of the running call, for the watchdog
-        self.seq = 0
-        self.cancelled_seq = self.aborted_seq = -1
+        self.current: Optional[RunningCall] = None  # the running call, for the watchdog
         self.completed = self.errors = self.connects = self.recycled = 0
-        self.spare = None     # (connection, cursor) left by the previous call, see on_spare_cursor
-        self.inbox = SimpleQueue()  # jobs handed to this worker while it was idle
+        self.spare: Optional[tuple[Any, Any]] = None  # (connection, cursor), see on_spare_cursor
+        self.inbox: SimpleQueue[Any] = SimpleQueue()  # jobs handed to this worker while idle
         self.thread = threading.Thread(
             target=self.run, name=f"{pool.name}-worker-{index}", daemon=True)
 
@@ -72,7 +76,7 @@ class Worker:
                 job = None  # hold no reference to a finished job while blocked
         finally:
             self.disconnect()
-            self.pool.worker_exited()
+            self.pool.worker_exited(self)
 
     def next_job(self):
         """The next shared job: one handed to this worker, else one from the shared
@@ -115,26 +119,22 @@ class Worker:
         except Exception as exc:
             log.warning("%s: worker %d could not connect: %s", self.pool.name, self.index, exc)
 
-    def serve(self, job):
-        future, fn, claim, run_timeout = job[:4]
-        if claim is not None:
-            try:
-                claim.pop()
-            except IndexError:
-                return  # timed out or cancelled before it started
-        if future is not None and self.pool.is_abandoned(future):
+    def serve(self, job: Job) -> None:
+        future, fn, claim, run_timeout = job[:ARGS]
+        if (claim is not None and not claim.take()) \
+                or (future is not None and self.pool.is_abandoned(future)):
+            self.pool.handback.nudge()  # given up before it started: it may make room
             return
         self.busy = True
-        self.seq = seq = self.seq + 1
         deadline = None if run_timeout is None else time.monotonic() + run_timeout
-        self.current = (future, deadline, seq)
+        self.current = running = RunningCall(future, deadline)
         try:
-            value, ok = fn(self, *job[4:]), True
+            value, ok = fn(self, *job[ARGS:]), True
         except BaseException as exc:  # everything goes back to the caller
-            value, ok = self.after_error(exc), False
+            value, ok = self.after_error(exc, running), False
         self.current = None
-        if self.cancelled_seq == seq:
-            value, ok = self.after_cancel(value, ok, deadline, run_timeout, seq)
+        if running.state is not CallState.RUNNING:
+            value, ok = self.after_cancel(value, ok, running, run_timeout)
         self.busy = False
         self.completed += 1
         if not ok:
@@ -189,7 +189,7 @@ class Worker:
                          self.pool.name, self.index, reason)
             self.driver.close(conn)
 
-    def after_error(self, exc):
+    def after_error(self, exc: BaseException, running: RunningCall) -> BaseException:
         """Replace a connection that ``exc`` broke; return what the caller should get.
 
         A broken connection means the statement may have run: the caller gets
@@ -201,7 +201,7 @@ class Worker:
         conn = self.conn
         if conn is None or isinstance(exc, ConnectionLost):
             return exc
-        broken = self.driver.is_disconnect(exc, conn) or self.aborted_seq == self.seq
+        broken = self.driver.is_disconnect(exc, conn) or running.state is CallState.CUT
         if not broken and self.pool.check_sql and self.txq is None:
             broken = not self.responds(conn, self.pool.check_sql)
         if not broken:
@@ -216,14 +216,15 @@ class Worker:
         lost.__cause__ = exc
         return lost
 
-    def after_cancel(self, value, ok, deadline, run_timeout, seq):
+    def after_cancel(self, value: Any, ok: bool, running: RunningCall,
+                     run_timeout: Optional[float]) -> tuple[Any, bool]:
         """After the watchdog cancelled this call: name a timeout, check the connection."""
-        if self.conn is not None and self.aborted_seq != seq \
-                and not self.responds(self.conn, "select 1"):
+        cut = running.state is CallState.CUT
+        if self.conn is not None and not cut and not self.responds(self.conn, "select 1"):
             self.disconnect("failed its check after a cancel")
-        if ok or deadline is None or time.monotonic() < deadline:
+        if ok or running.deadline is None or time.monotonic() < running.deadline:
             return value, ok
-        cut = isinstance(value, ConnectionLost) or self.aborted_seq == seq
+        cut = cut or isinstance(value, ConnectionLost)
         timeout = StatementTimeout(
             f"the call on {self.pool.name!r} ran longer than {run_timeout} s and was "
             + ("cut off with its connection; it may have run" if cut
@@ -368,46 +369,51 @@ class Worker:
 
 
 class Pool:
-    """``size`` workers sharing one job queue.
+    """``size`` workers sharing one job queue (jobs: ``adb.call.Job``).
 
-    A job is ``(future, fn, claim, run_timeout, *args)``, one flat tuple because
-    100,000 queued calls hold 100,000 of them: the worker runs ``fn(worker, *args)``
-    and hands ``(future, ok, value)`` back. ``claim`` is None
-    or a one-item list that the worker pops before it starts; whoever pops it first
-    (the worker, or a timeout on the caller's side) decides whether the call runs.
-    ``run_timeout`` (seconds or None) is enforced by the watchdog.
+    Everything it reports goes through what it is given at construction:
+    ``handback(future, ok, value)`` (and ``handback.nudge()``) for results,
+    ``is_abandoned(future)`` to skip calls their callers gave up, ``lost_error`` the
+    ConnectionLost class a caller gets, ``check_sql`` a statement run after an
+    error to test the connection (None: no test), ``on_exit()`` called once every
+    worker thread has ended (from the watchdog thread).
     """
 
-    #: a statement that must succeed on a healthy connection, run after errors; or None
-    check_sql = None
-    #: the exception class a caller gets when its connection broke under it
-    lost_error = ConnectionLost
-
-    def __init__(self, driver, size, name, is_abandoned, warm=None, start=True,
-                 max_lifetime=None, max_idle=None, check_idle=None, cancel_grace=2.0,
-                 backoff=None):
+    def __init__(self, driver: Any, size: int, name: str, *, handback: Any,
+                 is_abandoned: Callable[[Any], bool],
+                 on_exit: Optional[Callable[[], None]] = None,
+                 lost_error: type = ConnectionLost, check_sql: Optional[str] = None,
+                 warm: Optional[int] = None, start: bool = True,
+                 max_lifetime: Optional[float] = None, max_idle: Optional[float] = None,
+                 check_idle: Optional[float] = None, cancel_grace: float = 2.0,
+                 backoff: Optional[health.Backoff] = None) -> None:
         self.driver = driver
         self.name = name
-        self.queue = SimpleQueue()
+        self.queue: SimpleQueue[Any] = SimpleQueue()
+        self.handback = handback
         self.is_abandoned = is_abandoned
-        self.handback = None  # set by the front-end before the first job
+        self.on_exit = on_exit
+        self.lost_error = lost_error
+        self.check_sql = check_sql
         self.closing = False
         self.started = False
-        self.on_exit = None
-        self.connections = {}  # worker thread id -> its DB-API connection
-        self.idle = []  # workers waiting for a job, most recently idle last
+        self.finished = False  # every worker has exited; set just before the last reap
+        self.connections: dict[int, Any] = {}  # worker thread id -> its DB-API connection
+        self.idle: list[Worker] = []  # workers waiting for a job, most recently idle last
         self.max_lifetime, self.max_idle, self.check_idle = max_lifetime, max_idle, check_idle
         self.cancel_grace = cancel_grace
         self.backoff = backoff or health.Backoff()
         self.reconnects = 0
         self._alive = size
         self._alive_lock = threading.Lock()
+        self.last_out = threading.Event()  # the last worker has left its loop
+        self.done = threading.Event()      # ... its thread has ended, on_exit has run
         self.workers = [Worker(self, i) for i in range(size)]
         self.warm = size if warm is None else warm
         if start:
             self.start()
 
-    def start(self):
+    def start(self) -> None:
         """Start the worker threads and the watchdog (once); queued jobs wait for them."""
         if not self.started:
             self.started = True
@@ -416,7 +422,7 @@ class Pool:
             from .watchdog import Watchdog
             Watchdog(self).start()
 
-    def open_connection(self):
+    def open_connection(self) -> Any:
         """A new connection, unless the server failed recently: then fail fast.
 
         Raises ServerUnavailable (the call never reached the server) while the
@@ -448,7 +454,7 @@ class Pool:
             self.reconnects += 1
         return conn
 
-    def submit(self, job):
+    def submit(self, job: Job) -> None:
         """Hand ``job`` to the most recently idle worker, or queue it for the next free one.
 
         Under a burst no worker is idle: the length test spares that case an
@@ -462,28 +468,40 @@ class Pool:
                 worker.inbox.put(job)
                 return
         self.queue.put(job)
+        if self.finished:  # a call that raced close from another thread: nobody will run it
+            self.fail_queued(self.closed_error())
 
-    def saturated(self):
+    def saturated(self) -> bool:
         """True while every worker is busy with calls that need nothing back from the
         caller before the next one, and calls wait for a worker. A worker pinned by a
         transaction waits for its caller's next statement: it needs its results at once."""
         return not self.idle and self.queue.qsize() > 0 \
             and not any(worker.txq is not None for worker in self.workers)
 
-    def stop(self):
-        """Let every queued job run, then end each worker (non-blocking)."""
+    def stop(self) -> None:
+        """Let every queued job run, then end each worker (non-blocking). Once."""
+        if self.closing:
+            return
         self.closing = True
         for _ in self.workers:
             self.queue.put(STOP)
-        while self.idle:  # sleeping workers look at the shared queue and find a STOP
+        self._wake_idle()
+        self.start()  # an unstarted pool still settles what was queued
+
+    def _wake_idle(self) -> None:
+        """Send every sleeping worker to look at the shared queue (for its STOP)."""
+        while self.idle:
             try:
                 self.idle.pop().inbox.put(WAKE)
             except IndexError:
                 break
-        self.start()  # an unstarted pool still settles what was queued
 
-    def fail_queued(self, error):
-        """Fail every job still waiting in the shared queue (close timeout)."""
+    def closed_error(self) -> PoolClosed:
+        return PoolClosed(f"the Database {self.name!r} closed before this call could run")
+
+    def fail_queued(self, error: BaseException) -> None:
+        """Fail every job still waiting in the shared queue (close timeout, and what
+        is left once every worker has exited). STOP markers stay."""
         stops = 0
         while True:
             try:
@@ -493,34 +511,53 @@ class Pool:
             if job is STOP:
                 stops += 1
                 continue
-            future, claim = job[0], job[2]
-            if claim is not None:
-                try:
-                    claim.pop()
-                except IndexError:
-                    continue
+            if job is WAKE:
+                continue
+            future, claim = job[FUTURE], job[CLAIM]
+            if claim is not None and not claim.take():
+                continue  # its caller already gave up on it
             if future is not None and not self.is_abandoned(future):
                 self.handback(future, False, error)
         for _ in range(stops):
             self.queue.put(STOP)
+        if stops:  # a worker that found the queue empty meanwhile went to sleep
+            self._wake_idle()
 
-    def worker_exited(self):
+    def worker_exited(self, worker: Worker) -> None:
+        """A worker left its loop (its own thread). A job handed to it as it took
+        its STOP goes back to the shared queue, for a worker still serving or, when
+        none is left, for the final reap."""
+        while not worker.inbox.empty():
+            job = worker.inbox.get_nowait()
+            if job is not WAKE and job is not STOP:
+                self.queue.put(job)
         with self._alive_lock:
             self._alive -= 1
             last = self._alive == 0
-        if last and self.on_exit is not None:
-            self.on_exit()
+        if last:
+            self.last_out.set()
 
-    @property
-    def stopped(self):
-        return self.closing and self._alive == 0
+    def all_exited(self) -> None:
+        """Once every worker thread has ended (watchdog thread): fail what nobody
+        will run, then report. ``finished`` is set before the reap so that a
+        ``submit`` racing it either is reaped here or reaps itself."""
+        self.join()
+        self.finished = True
+        self.fail_queued(self.closed_error())
+        if self.on_exit is not None:
+            try:
+                self.on_exit()
+            finally:
+                self.done.set()
+        else:
+            self.done.set()
 
-    def join(self, timeout=None):
+    def join(self, timeout: Optional[float] = None) -> None:
         for worker in self.workers:
             if worker.thread.ident is not None and worker.thread is not threading.current_thread():
                 worker.thread.join(timeout)
 
-    def stats(self):
+    def stats(self) -> dict[str, Any]:
         workers = self.workers
         busy = sum(w.busy for w in workers)
         return {

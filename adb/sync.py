@@ -4,99 +4,100 @@ For scripts, tests and the REPL, or threads of your own. Any number of caller
 threads may share one Database; results go straight to the waiting thread.
 """
 
+from __future__ import annotations
+
 import threading
-import time
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, TypeVar
 
-from .core import BaseDatabase
-from .errors import PoolClosed
+from .core import SQL, BaseDatabase, Params
+from .transaction import Transaction
+
+T = TypeVar("T")
 
 
-class _Waiter:
-    """The sync front-end's future: a lock released when the result arrives."""
+class Waiter:
+    """The blocking front-end's future: a lock released when the result arrives."""
 
     __slots__ = ("_lock", "ok", "value")
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self._lock.acquire()
+        self.ok = False
+        self.value: Any = None
 
-    def deliver(self, ok, value):
+    def deliver(self, ok: bool, value: Any) -> None:
+        """Set the outcome and wake the waiting thread (any thread, once)."""
         self.ok = ok
         self.value = value
         self._lock.release()
 
-    def wait(self, claim, timeout, db):
-        if claim is None or self._lock.acquire(timeout=timeout):
-            if claim is None:
-                self._lock.acquire()
-        else:
-            try:
-                claim.pop()
-            except IndexError:  # a worker started it meanwhile: wait for the result
-                self._lock.acquire()
-            else:
-                raise db._pool_timeout(timeout)
+    def wait(self, timeout: Optional[float]) -> bool:
+        """Block until delivered (True) or ``timeout`` seconds passed (False)."""
+        if timeout is None:
+            return self._lock.acquire()
+        return self._lock.acquire(timeout=timeout)
+
+    def result(self) -> Any:
+        """The value delivered, or raise the exception delivered."""
         if self.ok:
             return self.value
         raise self.value
 
 
-class _AfterRoom:
-    """Queues a job once there is room, blocking the calling thread until then."""
-
-    def __init__(self, db):
-        self.db = db
-
-    def put(self, job):
-        self.db.wait_for_room()
-        self.db._pool.submit(job)
-
-
-def _deliver(waiter, ok, value):
-    waiter.deliver(ok, value)
-
-
 class Database(BaseDatabase):
-    __doc__ = BaseDatabase.__doc__ + """
+    __doc__ = (BaseDatabase.__doc__ or "").split("\n\n    The front-end interface.")[0] + """
+
     Every method blocks until its result is there and returns it.
     """
 
     _blocking = True
 
-    def __init__(self, url=None, **kwargs):
-        super().__init__(url, **kwargs)
-        self._pool.handback = _deliver
+    if TYPE_CHECKING:  # what each method returns on this front-end (written in BaseDatabase)
+        def runQuery(self, sql: SQL, params: Params = None, tx: Optional[Transaction] = None,
+                     *, row_factory: Any = None, timeout: Optional[float] = None,
+                     statement_timeout: Optional[float] = None) -> list[Any]: ...
 
-    _future = _Waiter
+        def runOperation(self, sql: SQL, params: Params = None,
+                         tx: Optional[Transaction] = None, *, timeout: Optional[float] = None,
+                         statement_timeout: Optional[float] = None) -> int: ...
 
-    def _overflow(self):
-        return _AfterRoom(self)
+        def runMany(self, sql: SQL, seq_of_params: Iterable[Params],
+                    tx: Optional[Transaction] = None, *, timeout: Optional[float] = None,
+                    statement_timeout: Optional[float] = None) -> int: ...
 
-    def wait_for_room(self):
-        """Block until fewer than ``max_queued`` calls wait for a worker."""
-        while not self._room():
-            time.sleep(0.001)
+        def runInteraction(self, fn: Callable[..., T], *args: Any,
+                           **kwargs: Any) -> T: ...
 
-    def _result(self, future, claim, timeout):
-        return future.wait(claim, timeout, self)
+        def beginTransaction(self, *, timeout: Optional[float] = None) -> Transaction: ...
 
-    def close(self, timeout=None):
+        def commitTransaction(self, tx: Transaction) -> None: ...
+
+        def rollbackTransaction(self, tx: Transaction) -> None: ...
+
+        def wait_for_room(self) -> None: ...
+
+    # -- the front-end interface: no loop thread, so no _loop_thread ---------------
+
+    _new_future = Waiter
+
+    @staticmethod
+    def _settle(waiter: Waiter, ok: bool, value: Any) -> None:
+        waiter.deliver(ok, value)
+
+    # -- what differs in the public API: the caller blocks ----------------------------
+
+    def close(self, timeout: Optional[float] = None) -> None:
         """Stop taking calls, let queued calls finish, roll back open transactions,
         close every connection and join the threads. Idempotent.
 
-        With ``timeout`` (seconds), calls still queued when it passes fail with
-        PoolClosed; calls already running are waited for.
+        With ``timeout`` (seconds, one limit for the whole wait), calls still queued
+        when it passes fail with PoolClosed; calls already running are waited for.
         """
-        self._close_start()
-        if timeout is not None:
-            self._pool.join(timeout)
-            self._pool.fail_queued(PoolClosed(
-                f"the Database {self.name!r} closed before this call could run"))
-        self._pool.join()
-        self._close_end()
+        self._close_blocking(timeout)
 
-    def __enter__(self):
+    def __enter__(self) -> Database:
         return self
 
-    def __exit__(self, *exc_info):
+    def __exit__(self, *exc_info: Any) -> None:
         self.close()

@@ -5,16 +5,20 @@ Results are the asyncio futures Tornado 6 runs on, so handlers ``await`` them
 construction, so the Database may be created before the IOLoop starts.
 """
 
+from __future__ import annotations
+
+from typing import Any, Optional
+
 from tornado.ioloop import IOLoop
 
 from . import asyncio as _asyncio
 
 
 class Database(_asyncio.Database):
-    __doc__ = _asyncio.BaseDatabase.__doc__ + """
+    __doc__ = (_asyncio.Database.__doc__ or "") + """
     :param ioloop: the IOLoop to deliver results on (default ``IOLoop.current()``).
     """
 
-    def __init__(self, url=None, *, ioloop=None, **kwargs):
+    def __init__(self, url: Any = None, *, ioloop: Optional[IOLoop] = None, **kwargs: Any) -> None:
         self.ioloop = ioloop if ioloop is not None else IOLoop.current()
-        super().__init__(url, loop=self.ioloop.asyncio_loop, **kwargs)
+        super().__init__(url, loop=self.ioloop.asyncio_loop, **kwargs)  # type: ignore[attr-defined]

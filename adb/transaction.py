@@ -1,9 +1,12 @@
 """Transaction handles: the seed's ``txId``, pinned to one worker until it ends."""
 
+from __future__ import annotations
+
 import enum
 import itertools
 import weakref
 from queue import SimpleQueue
+from typing import Any, Optional
 
 from .errors import TransactionError
 
@@ -31,10 +34,10 @@ class Transaction:
     while still open is rolled back (with a warning) when it is garbage-collected.
     """
 
-    def __init__(self, db):
+    def __init__(self, db: Any) -> None:
         self.db = db
         self.id = next(_ids)
-        self.queue = SimpleQueue()
+        self.queue: SimpleQueue[Any] = SimpleQueue()
         self.state = TxState.BEGINNING
         self.worker = None
         self._finalizer = weakref.finalize(self, _abandoned, self.queue, self.id)
@@ -90,8 +93,9 @@ class Transaction:
 
 
 def _abandoned(queue, tx_id):
+    from .call import job
     from .pool import Worker
-    queue.put((None, Worker.abandon, None, None, f"whose handle {tx_id} was dropped while open"))
+    queue.put(job(None, Worker.abandon, None, None, (f"whose handle {tx_id} was dropped while open",)))
 
 
 class TransactionContext:
@@ -101,27 +105,27 @@ class TransactionContext:
     nothing if the block already committed or rolled back itself.
     """
 
-    def __init__(self, db, timeout=None):
+    def __init__(self, db: Any, timeout: Optional[float] = None) -> None:
         self.db = db
         self.timeout = timeout
-        self.tx = None
+        self.tx: Any = None
 
-    async def __aenter__(self):
+    async def __aenter__(self) -> Transaction:
         self.tx = await self.db.beginTransaction(timeout=self.timeout)
         return self.tx
 
-    async def __aexit__(self, exc_type, exc, tb):
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         if self.tx.active:
             if exc_type is None:
                 await self.db.commitTransaction(self.tx)
             else:
                 await self.db.rollbackTransaction(self.tx)
 
-    def __enter__(self):
+    def __enter__(self) -> Transaction:
         self.tx = self.db.beginTransaction(timeout=self.timeout)
         return self.tx
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         if self.tx.active:
             if exc_type is None:
                 self.db.commitTransaction(self.tx)

@@ -7,119 +7,127 @@ returning Deferreds. Results reach the reactor thread in batches: one
 reactor and on the asyncio reactor (sharing a loop with Tornado).
 """
 
+from __future__ import annotations
+
 import threading
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, TypeVar
 
 from twisted.enterprise import adbapi
 from twisted.internet import defer
 from twisted.python import failure, log
 
-from . import errors
-from .core import BaseDatabase
-from .handback import BatchedHandback
+from . import drivers, errors
+from .core import SQL, BaseDatabase, Params
 from .pool import Worker
-from .url import DRIVER_ALIASES, Target
+from .transaction import Transaction
+from .url import Target
+
+
+T = TypeVar("T")
 
 
 class ConnectionLost(errors.ConnectionLost, adbapi.ConnectionLost):
     """The connection broke under a call (catchable as adbapi's ConnectionLost too)."""
 
 
-def _settle(deferred, ok, value):
-    if not deferred.called:  # cancelled or timed out meanwhile
-        if ok:
-            deferred.callback(value)
-        else:
-            deferred.errback(failure.Failure(value, type(value), value.__traceback__))
-
-
-def _is_abandoned(deferred):
-    return deferred.called
-
-
 class Database(BaseDatabase):
-    __doc__ = BaseDatabase.__doc__ + """
+    __doc__ = (BaseDatabase.__doc__ or "").split("\n\n    The front-end interface.")[0] + """
+
     :param reactor: the reactor to deliver results on (default: the global one).
 
     Every method returns a ``Deferred``; cancelling one that has not started
     removes it from the queue.
     """
 
-    def __init__(self, url=None, *, reactor=None, **kwargs):
+    _lost_error = ConnectionLost
+
+    def __init__(self, url: Any = None, *, reactor: Any = None, **kwargs: Any) -> None:
         if reactor is None:
             from twisted.internet import reactor
         self.reactor = reactor
-        self._closed_deferreds = None
+        self._loop_thread = _ReactorThread(reactor)
         super().__init__(url, **kwargs)
-        # looked up per wake-up, so a reactor can be swapped for a test double
-        after = self._admit if self._max_queued is not None else None
-        self._pool.handback = BatchedHandback(
-            lambda fn: self.reactor.callFromThread(fn), _settle, after,
-            lambda seconds, fn: self.reactor.callLater(seconds, fn), self._pool.saturated)
-        self._pool.lost_error = ConnectionLost
+
+    if TYPE_CHECKING:  # what each method returns on this front-end (written in BaseDatabase)
+        def runQuery(self, sql: SQL, params: Params = None, tx: Optional[Transaction] = None,
+                     *, row_factory: Any = None, timeout: Optional[float] = None,
+                     statement_timeout: Optional[float] = None) -> defer.Deferred[list[Any]]: ...
+
+        def runOperation(self, sql: SQL, params: Params = None,
+                         tx: Optional[Transaction] = None, *, timeout: Optional[float] = None,
+                         statement_timeout: Optional[float] = None) -> defer.Deferred[int]: ...
+
+        def runMany(self, sql: SQL, seq_of_params: Iterable[Params],
+                    tx: Optional[Transaction] = None, *, timeout: Optional[float] = None,
+                    statement_timeout: Optional[float] = None) -> defer.Deferred[int]: ...
+
+        def runInteraction(self, fn: Callable[..., T], *args: Any,
+                           **kwargs: Any) -> defer.Deferred[T]: ...
+
+        def beginTransaction(self, *, timeout: Optional[float] = None) -> defer.Deferred[Transaction]: ...
+
+        def commitTransaction(self, tx: Transaction) -> defer.Deferred[None]: ...
+
+        def rollbackTransaction(self, tx: Transaction) -> defer.Deferred[None]: ...
+
+        def wait_for_room(self) -> defer.Deferred[None]: ...
+
+    # -- the front-end interface ------------------------------------------------------
+
+    _new_future = defer.Deferred
 
     @staticmethod
-    def _wake(waiter):
-        _settle(waiter, True, None)
+    def _settle(deferred: defer.Deferred[Any], ok: bool, value: Any) -> None:
+        if not deferred.called:  # cancelled or timed out meanwhile
+            if ok:
+                deferred.callback(value)
+            else:
+                deferred.errback(failure.Failure(value, type(value), value.__traceback__))
 
-    _future = defer.Deferred
-    _is_abandoned = staticmethod(_is_abandoned)
+    @staticmethod
+    def _abandoned(deferred: defer.Deferred[Any]) -> bool:
+        return deferred.called
 
-    def _result(self, deferred, claim, timeout):
-        if claim is not None:
-            self.reactor.callLater(timeout, _expire, deferred, claim, self, timeout)
-        return deferred
+    # -- what differs in the public API: a Deferred for the close ----------------------
 
-    def close(self, timeout=None):
+    def close(self, timeout: Optional[float] = None) -> defer.Deferred[None]:
         """Stop taking calls, let queued calls finish, roll back open transactions,
         close every connection; the Deferred fires once the threads have exited.
         Idempotent. With ``timeout``, calls still queued then fail with PoolClosed."""
-        done = defer.Deferred()
-        if self._closed_deferreds is None:
-            self._closed_deferreds = []
-            self._pool.on_exit = lambda: self.reactor.callFromThread(self._closed)
-            self._close_start()
-            if timeout is not None:
-                self.reactor.callLater(timeout, self._pool.fail_queued, errors.PoolClosed(
-                    f"the Database {self.name!r} closed before this call could run"))
-        if self._closed_deferreds is True:
-            done.callback(None)
-        else:
-            self._closed_deferreds.append(done)
-        return done
-
-    def _closed(self):
-        """On the reactor thread once every worker exited."""
-        self._pool.join()
-        self._close_end()
-        waiting, self._closed_deferreds = self._closed_deferreds, True
-        for deferred in waiting:
-            deferred.callback(None)
+        return self._close(timeout)
 
 
-def _expire(deferred, claim, db, timeout):
-    try:
-        claim.pop()
-    except IndexError:
-        return
-    if not deferred.called:
-        deferred.errback(db._pool_timeout(timeout))
+class _ReactorThread:
+    """The loop thread of one Database: its reactor."""
+
+    __slots__ = ("reactor",)
+
+    def __init__(self, reactor: Any) -> None:
+        self.reactor = reactor
+
+    def call_soon_threadsafe(self, fn: Callable[[], None]) -> Any:
+        return self.reactor.callFromThread(fn)
+
+    def call_later(self, seconds: float, fn: Callable[..., Any], *args: Any) -> Any:
+        return self.reactor.callLater(seconds, fn, *args)
 
 
 class _Connection:
     """What ``runWithConnection`` passes: the DB-API connection, with ``close()``
     ignored (closing a pooled connection would strand its worker, as in adbapi)."""
 
-    def __init__(self, conn):
+    def __init__(self, conn: Any) -> None:
         self._connection = conn
 
-    def close(self):
+    def close(self) -> None:
         pass
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self._connection, name)
 
 
-def _with_connection(cursor, driver, func, args, kwargs):
+def _with_connection(cursor: Any, driver: Any, func: Callable[..., Any], args: tuple[Any, ...],
+                     kwargs: dict[str, Any]) -> Any:
     conn = cursor.connection  # PEP 249's optional extension; all three drivers have it
     cursor.close()
     return func(_Connection(conn), *args, **kwargs)
@@ -129,19 +137,19 @@ def _with_connection(cursor, driver, func, args, kwargs):
 # queued job carries them flat, ``kw`` only when given: 100,000 calls in flight then
 # hold no empty dict and no extra tuple each (~110 bytes a call).
 
-def _execute(cursor, kwargs, args):
+def _execute(cursor: Any, kwargs: Optional[dict[str, Any]], args: tuple[Any, ...]) -> None:
     if kwargs:
         cursor.execute(*args, **kwargs)
     else:
         cursor.execute(*args)
 
 
-def _query(cursor, driver, kwargs, *args):
+def _query(cursor: Any, driver: Any, kwargs: Optional[dict[str, Any]], *args: Any) -> Any:
     _execute(cursor, kwargs, args)
     return driver.fetchall(cursor)
 
 
-def _operation(cursor, driver, kwargs, *args):
+def _operation(cursor: Any, driver: Any, kwargs: Optional[dict[str, Any]], *args: Any) -> None:
     _execute(cursor, kwargs, args)
 
 
@@ -159,16 +167,16 @@ class ConnectionPool:
     CP_ARGS = "min max name noisy openfun reconnect good_sql".split()
     min = 3
     max = 5
-    name = None
+    name: Optional[str] = None
     noisy = False
-    openfun = None
+    openfun: Optional[Callable[[Any], None]] = None
     reconnect = False
-    good_sql = "select 1"
+    good_sql: Optional[str] = "select 1"
     running = False
-    shutdownID = None
-    startID = None
+    shutdownID: Any = None
+    startID: Any = None
 
-    def __init__(self, dbapiName, *connargs, **connkw):
+    def __init__(self, dbapiName: str, *connargs: Any, **connkw: Any) -> None:
         reactor = connkw.pop("cp_reactor", None)
         if reactor is None:
             from twisted.internet import reactor
@@ -181,32 +189,35 @@ class ConnectionPool:
         self.dbapiName = dbapiName
         self.connargs = connargs
         self.connkw = connkw
-        target = Target(DRIVER_ALIASES.get(dbapiName, dbapiName), dict(connkw), connargs)
+        if not isinstance(dbapiName, str) or not dbapiName:
+            raise errors.InterfaceError(
+                f"dbapiName must be a DB-API module name such as 'psycopg2', not {dbapiName!r}")
+        target = Target(drivers.canonical(dbapiName), dict(connkw), connargs)
         self._db = _PoolDatabase(self, target)
         self.dbapi = self._db.dbapi
         self.startID = reactor.callWhenRunning(self._start)
 
-    def _on_connect(self, conn):
+    def _on_connect(self, conn: Any) -> None:
         if self.noisy:
             log.msg(f"adbapi connecting: {self.dbapiName}")
         if self.openfun is not None:
             self.openfun(conn)
 
     @property
-    def connections(self):
+    def connections(self) -> dict[int, Any]:
         """Worker thread id -> its DB-API connection (adbapi exposes the same)."""
         return self._db._pool.connections
 
     @property
-    def threadpool(self):
+    def threadpool(self) -> Any:
         """The workers (adb's own; adbapi has a ThreadPool here)."""
         return self._db._pool
 
-    def _start(self):
+    def _start(self) -> None:
         self.startID = None
         return self.start()
 
-    def start(self):
+    def start(self) -> None:
         """Start the workers; the reactor calls this when it starts running."""
         if not self.running:
             self._db._pool.start()
@@ -214,43 +225,46 @@ class ConnectionPool:
                 "during", "shutdown", self.finalClose)
             self.running = True
 
-    def runInteraction(self, interaction, *args, **kw):
+    def runInteraction(self, interaction: Callable[..., T], *args: Any,
+                       **kw: Any) -> defer.Deferred[T]:
         """``interaction(cursor, *args, **kw)`` in a worker, in one transaction:
         committed if it returns, rolled back if it raises. Returns a Deferred."""
         return self._db.runInteraction(interaction, *args, **kw)
 
-    def runWithConnection(self, func, *args, **kw):
+    def runWithConnection(self, func: Callable[..., T], *args: Any,
+                          **kw: Any) -> defer.Deferred[T]:
         """``func(connection, *args, **kw)`` in a worker; committed if it returns,
         rolled back if it raises. ``connection.close()`` is ignored."""
         return self._db._call(Worker.atomic, (_with_connection, func, args, kw), None, None)
 
-    def runQuery(self, *args, **kw):
+    def runQuery(self, *args: Any, **kw: Any) -> defer.Deferred[list[Any]]:
         """``cursor.execute(*args, **kw)`` then ``fetchall()``; a Deferred of the rows.
 
         One statement is its own transaction (autocommitted by the driver), which
         is what adbapi's begin/execute/commit amounts to, minus two round trips."""
         return self._db._call(Worker.standalone, (_query, kw or None) + args, None, None)
 
-    def runOperation(self, *args, **kw):
+    def runOperation(self, *args: Any, **kw: Any) -> defer.Deferred[None]:
         """``cursor.execute(*args, **kw)``, committed; a Deferred of None."""
         return self._db._call(Worker.standalone, (_operation, kw or None) + args, None, None)
 
-    def runMany(self, sql, seq_of_params, tx=None):
+    def runMany(self, sql: SQL, seq_of_params: Iterable[Params],
+                tx: Optional[Transaction] = None) -> defer.Deferred[int]:
         return self._db.runMany(sql, seq_of_params, tx)
 
-    def beginTransaction(self, *, timeout=None):
+    def beginTransaction(self, *, timeout: Optional[float] = None) -> defer.Deferred[Transaction]:
         return self._db.beginTransaction(timeout=timeout)
 
-    def commitTransaction(self, tx):
+    def commitTransaction(self, tx: Transaction) -> defer.Deferred[None]:
         return self._db.commitTransaction(tx)
 
-    def rollbackTransaction(self, tx):
+    def rollbackTransaction(self, tx: Transaction) -> defer.Deferred[None]:
         return self._db.rollbackTransaction(tx)
 
-    def stats(self):
+    def stats(self) -> dict[str, Any]:
         return self._db.stats()
 
-    def close(self):
+    def close(self) -> None:
         """Close every connection and stop the workers (blocking, as adbapi's)."""
         if self.shutdownID:
             self._reactor.removeSystemEventTrigger(self.shutdownID)
@@ -260,23 +274,20 @@ class ConnectionPool:
             self.startID = None
         self.finalClose()
 
-    def finalClose(self):
+    def finalClose(self) -> None:
         """Stop the workers after the queued calls, close their connections, join."""
         self.shutdownID = None
         self.running = False
-        db = self._db
-        if db._close_start():
-            db._pool.join()
-            db._close_end()
+        self._db._close_blocking()
 
-    def connect(self):
+    def connect(self) -> Any:
         """A new DB-API connection for the calling thread (blocking; adbapi's
         escape hatch for code running in threads of its own)."""
         conn = self._db._driver.connect()
         self.connections[threading.get_ident()] = conn
         return conn
 
-    def disconnect(self, conn):
+    def disconnect(self, conn: Any) -> None:
         """Close a connection that ``connect()`` gave this thread."""
         if self.connections.get(threading.get_ident()) is not conn:
             raise errors.InterfaceError(
@@ -286,20 +297,15 @@ class ConnectionPool:
             log.msg(f"adbapi closing: {self.dbapiName}")
         self._db._driver.close(conn)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<adb.twisted.ConnectionPool {self._db!r}>"
 
 
 class _PoolDatabase(Database):
     """The Database under a ConnectionPool: adbapi's sizes, hooks and reconnect."""
 
-    def __init__(self, owner, target):
-        size = owner.max
-        from .drivers import load
-        if load(target).max_pool_size == 1:
-            size = 1  # adbapi users do open ":memory:" with cp_max=5
-        super().__init__(target, reactor=owner._reactor, pool_size=size,
-                         name=owner.name, on_connect=owner._on_connect,
-                         _pool_options={"warm": owner.min, "start": False})
-        if owner.reconnect:
-            self._pool.check_sql = owner.good_sql
+    def __init__(self, owner: ConnectionPool, target: Target) -> None:
+        options = {"warm": owner.min, "start": False, "fit_size": True,
+                   "check_sql": owner.good_sql if owner.reconnect else None}
+        super().__init__(target, reactor=owner._reactor, pool_size=owner.max,
+                         name=owner.name, on_connect=owner._on_connect, _pool_options=options)

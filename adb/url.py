@@ -1,34 +1,28 @@
 """Connection targets: URLs and keyword forms, parsed into a secret-free ``Target``.
 
-Accepted URLs follow the SQLAlchemy convention::
+Accepted URLs follow the SQLAlchemy convention, ``family[+driver]://``::
 
     postgresql://user:password@host:5432/dbname?sslmode=require
-    postgresql+psycopg2://...        postgres://...
-    mysql://user@host:3306/dbname    mysql+pymysql://...   mariadb://...
+    postgresql+psycopg://...         postgresql+psycopg2://...    postgres://...
+    mysql://user@host:3306/dbname    mysql+pymysql://...          mariadb://...
     sqlite:///relative/path.db       sqlite:////absolute/path.db
     sqlite://                        (an in-memory database)
 
-Query parameters are passed to the driver's ``connect()`` as keywords.
+The family's bare scheme means its default driver; which drivers exist, and
+which is the default, is what the modules in ``adb.drivers`` declare. Query
+parameters are passed to the driver's ``connect()`` as keywords.
 """
 
-import dataclasses
-from urllib.parse import parse_qsl, unquote, urlsplit
+from __future__ import annotations
 
+import dataclasses
+from typing import Any, Optional, Union
+from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
+
+from . import drivers
+from .drivers import Family
 from .errors import InterfaceError
 
-#: URL scheme (or driver alias) -> driver module name
-DRIVER_ALIASES = {
-    "postgresql": "psycopg2",
-    "postgres": "psycopg2",
-    "psycopg2": "psycopg2",
-    "mysql": "pymysql",
-    "mariadb": "pymysql",
-    "pymysql": "pymysql",
-    "sqlite": "sqlite3",
-    "sqlite3": "sqlite3",
-}
-
-_SCHEMES = {"psycopg2": "postgresql", "pymysql": "mysql"}
 _SECRET_KEYS = frozenset({"password", "passwd", "pass", "secret"})
 
 
@@ -36,38 +30,45 @@ _SECRET_KEYS = frozenset({"password", "passwd", "pass", "secret"})
 class Target:
     """Where to connect: a driver name and the keywords for its ``connect()``.
 
-    ``repr`` and ``describe()`` never show the password.
+    ``driver`` is the PEP 249 module's name (``psycopg2``, ``psycopg``,
+    ``pymysql``, ``sqlite3`` or any other). ``repr`` and ``describe()`` never
+    show the password.
     """
 
     driver: str
-    kwargs: dict = dataclasses.field(default_factory=dict)
-    args: tuple = ()
+    kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    args: tuple[Any, ...] = ()
 
-    def describe(self):
+    @property
+    def family(self) -> Family:
+        """The kind of server (``Family.POSTGRESQL``, ...; ``OTHER`` for a generic module)."""
+        return drivers.family(self.driver)
+
+    def describe(self) -> str:
         """A URL-like, password-free description for reprs, logs and errors."""
         kw = self.kwargs
+        scheme = drivers.url_scheme(self.driver)
         if self.args and not kw:
-            return f"{_SCHEMES.get(self.driver, self.driver)}://(positional connect arguments)"
-        if self.driver == "sqlite3":
+            return f"{scheme}://(positional connect arguments)"
+        if self.family is Family.SQLITE:
             path = str(kw.get("database", ":memory:"))
-            return "sqlite://" if path == ":memory:" else "sqlite:///" + path
-        user = kw.get("user", "")
+            return f"{scheme}://" if path == ":memory:" else f"{scheme}:///" + path
+        user = str(kw.get("user", ""))
         if any(k in kw for k in _SECRET_KEYS):
             user += ":***"
         host = kw.get("host") or kw.get("unix_socket") or ""
         port = kw.get("port")
         db = kw.get("database") or kw.get("dbname") or kw.get("db") or ""
         netloc = (user + "@" if user else "") + str(host) + (f":{port}" if port else "")
-        scheme = _SCHEMES.get(self.driver, self.driver)
         return f"{scheme}://{netloc}/{db}"
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Target({self.describe()!r})"
 
     __str__ = describe
 
 
-def parse_url(url):
+def parse_url(url: object) -> Target:
     """Parse a database URL into a ``Target``; raise InterfaceError naming the bad part."""
     if not isinstance(url, str):
         raise InterfaceError(f"a database URL must be a str, not {type(url).__name__}")
@@ -75,23 +76,17 @@ def parse_url(url):
         raise InterfaceError(
             f"not a database URL (no '://'): {_redact(url)!r}; "
             "expected e.g. 'postgresql://user@host/db', 'mysql://...' or 'sqlite:///file.db'")
-    scheme = url.split("://", 1)[0].lower()
-    base, _, dialect = scheme.partition("+")
-    driver = DRIVER_ALIASES.get(dialect or base)
-    if driver is None or DRIVER_ALIASES.get(base) not in (driver, None):
-        raise InterfaceError(
-            f"unsupported URL scheme {scheme!r}; use one of postgresql://, "
-            "postgresql+psycopg2://, mysql://, mysql+pymysql://, mariadb://, sqlite://")
+    driver = drivers.for_scheme(url.split("://", 1)[0])
     parts = urlsplit(url)
-    query = dict(parse_qsl(parts.query, keep_blank_values=True))
-    if driver == "sqlite3":
-        return Target("sqlite3", _sqlite_kwargs(url, parts, query))
+    query: dict[str, Any] = dict(parse_qsl(parts.query, keep_blank_values=True))
+    if drivers.family(driver) is Family.SQLITE:
+        return Target(driver, _sqlite_kwargs(url, parts, query))
     try:
         port = parts.port
     except ValueError:
         raise InterfaceError(
             f"bad port in database URL {_redact(url)!r}: must be a number 1-65535") from None
-    kwargs = {}
+    kwargs: dict[str, Any] = {}
     if parts.hostname:
         kwargs["host"] = parts.hostname
     if port is not None:
@@ -111,7 +106,7 @@ def parse_url(url):
     return Target(driver, kwargs)
 
 
-def _sqlite_kwargs(url, parts, query):
+def _sqlite_kwargs(url: str, parts: SplitResult, query: dict[str, Any]) -> dict[str, Any]:
     if parts.netloc:
         raise InterfaceError(
             f"a sqlite URL takes no host ({parts.netloc!r}); "
@@ -123,7 +118,7 @@ def _sqlite_kwargs(url, parts, query):
     return kwargs
 
 
-def _redact(url):
+def _redact(url: str) -> str:
     """The URL with any password replaced by ***."""
     try:
         parts = urlsplit(url)
@@ -136,18 +131,19 @@ def _redact(url):
     return url
 
 
-def make_target(url=None, driver=None, connect_kwargs=None):
+def make_target(url: Union[str, Target, None] = None, driver: Optional[str] = None,
+                connect_kwargs: Optional[dict[str, Any]] = None) -> Optional[Target]:
     """Build the Target from a URL, a driver name and keywords, or nothing (SQLite).
 
-    ``driver`` may be an alias (``"postgresql"``) or any importable PEP 249 module
-    name; keywords override what the URL says.
+    ``driver`` may be an alias (``"postgresql"``, the family's default driver) or
+    any importable PEP 249 module name; keywords override what the URL says.
     """
     connect_kwargs = dict(connect_kwargs or {})
     if isinstance(url, Target):
         return Target(url.driver, {**url.kwargs, **connect_kwargs}, url.args)
     if url is not None:
         target = parse_url(url)
-        if driver is not None and DRIVER_ALIASES.get(driver, driver) != target.driver:
+        if driver is not None and drivers.canonical(driver) != target.driver:
             raise InterfaceError(
                 f"driver={driver!r} contradicts the URL scheme of {_redact(url)!r}")
         return Target(target.driver, {**target.kwargs, **connect_kwargs})
@@ -159,4 +155,4 @@ def make_target(url=None, driver=None, connect_kwargs=None):
         return None
     if not isinstance(driver, str) or not driver:
         raise InterfaceError(f"driver must be a module name such as 'psycopg2', not {driver!r}")
-    return Target(DRIVER_ALIASES.get(driver, driver), connect_kwargs)
+    return Target(drivers.canonical(driver), connect_kwargs)

@@ -12,12 +12,13 @@ import tempfile
 import time
 from urllib.parse import quote
 
+from adb import drivers
+from adb.url import parse_url
+
 from . import harness, report
 from .scenarios import SCENARIOS
 from .systems import SYSTEMS
 
-KINDS = {"postgresql": "postgresql", "postgres": "postgresql", "psycopg2": "postgresql",
-         "mysql": "mysql", "mariadb": "mysql", "pymysql": "mysql", "sqlite": "sqlite"}
 
 
 def parser():
@@ -64,8 +65,8 @@ def parse(argv):
     if args.db and args.dburl:
         p.error("give --dburl or --db, not both")
     if args.db:
-        kind = KINDS.get(args.db.lower())
-        if kind is None or kind == "sqlite":
+        kind = drivers.family(args.db.lower()).scheme
+        if kind not in ("postgresql", "mysql"):
             p.error(f"--db must be postgresql or mysql, not {args.db!r}")
         user = args.dbuser or "root"
         auth = quote(user, safe="") + (":" + quote(args.dbpasswd, safe="") if args.dbpasswd else "")
@@ -91,8 +92,8 @@ def selected_systems(p, args):
 
 
 def kind_of(url):
-    from adb.url import parse_url
-    return {"psycopg2": "postgresql", "pymysql": "mysql", "sqlite3": "sqlite"}[parse_url(url).driver]
+    """The server family of ``url``: postgresql, mysql or sqlite."""
+    return parse_url(url).family.scheme
 
 
 class ProgressUI:

@@ -6,6 +6,7 @@ that need it are skipped with a message saying how to get one, except under
 CI=true, where a missing server fails them.
 """
 
+import asyncio
 import inspect
 import os
 import socket
@@ -17,7 +18,11 @@ import pytest_asyncio
 
 import adb
 import adb.sync
+import adb.url
 import adb.tornado
+import adb.twisted
+from twisted.internet.asyncioreactor import AsyncioSelectorReactor
+from twisted.internet.defer import Deferred
 
 URLS = {
     "postgresql": os.environ.get("ADB_TEST_POSTGRESQL_URL", "postgresql://root@127.0.0.1:5432/test"),
@@ -58,11 +63,13 @@ def require_server(kind):
 
 
 class Target:
-    """One database to test against: its kind, URL and placeholder."""
+    """One database to test against: its server kind, URL, driver and placeholder."""
 
-    def __init__(self, kind, url):
+    def __init__(self, kind, url, name=None):
         self.kind = kind
         self.url = url
+        self.name = name or kind
+        self.driver = adb.url.parse_url(url).driver
         self.p = "?" if kind == "sqlite" else "%s"
 
     def sql(self, text):
@@ -70,16 +77,27 @@ class Target:
         return text.replace("%s", self.p)
 
     def __repr__(self):
-        return self.kind
+        return self.name
 
 
-@pytest.fixture(params=["postgresql", "mysql", "sqlite"])
+def psycopg_url():
+    """The PostgreSQL test server's URL, for psycopg 3 (``postgresql+psycopg://``)."""
+    scheme, rest = URLS["postgresql"].split("://", 1)
+    return scheme.split("+")[0] + "+psycopg://" + rest
+
+
+#: every driver the spec runs on: name -> server kind
+TARGETS = {"postgresql": "postgresql", "psycopg": "postgresql", "mysql": "mysql", "sqlite": "sqlite"}
+
+
+@pytest.fixture(params=list(TARGETS))
 def target(request, tmp_path):
-    kind = request.param
+    name = request.param
+    kind = TARGETS[name]
     if kind == "sqlite":
         return Target(kind, f"sqlite:///{tmp_path}/test.db")
     require_server(kind)
-    return Target(kind, URLS[kind])
+    return Target(kind, psycopg_url() if name == "psycopg" else URLS[kind], name)
 
 
 @pytest.fixture
@@ -99,16 +117,46 @@ def table_name():
     return "adb_t_" + uuid.uuid4().hex[:10]
 
 
+_reactors = []
+
+
+def twisted_database(url=None, **kwargs):
+    """The Twisted front-end on a real Twisted reactor driven by the test's own event
+    loop (Twisted's asyncio reactor, not installed as the global one), so a spec
+    test awaits its Deferreds like any other front-end's futures."""
+    reactor = AsyncioSelectorReactor(asyncio.get_running_loop())
+    _reactors.append(reactor)
+    return adb.twisted.Database(url, reactor=reactor, **kwargs)
+
+
+@pytest.fixture(autouse=True)
+def _close_reactor_wakers():
+    """Each test reactor opens a waker pipe; close it after the test."""
+    yield
+    while _reactors:
+        reactor = _reactors.pop()
+        reactor.removeReader(reactor.waker)
+        reactor.waker.connectionLost(None)
+
+
 FRONTS = {
     "asyncio": adb.Database,
     "tornado": adb.tornado.Database,
     "sync": adb.sync.Database,
+    "twisted": twisted_database,
 }
 
 
 async def ev(value):
-    """The value of a call on any front-end: await futures, pass plain values."""
+    """The value of a call on any front-end: await futures and Deferreds, pass plain values."""
+    if isinstance(value, Deferred):
+        return await value.asFuture(asyncio.get_running_loop())
     return await value if inspect.isawaitable(value) else value
+
+
+async def gather_calls(values):
+    """``asyncio.gather`` for the futures or Deferreds of several calls."""
+    return await asyncio.gather(*(ev(value) for value in values))
 
 
 async def close(db):

@@ -31,12 +31,14 @@ class FaultProxy:
 
     # -- faults ------------------------------------------------------------------------
     def cut(self):
-        """Reset every open connection (RST), as a dead router or ``ss -K`` would."""
+        """Reset every open connection (RST), as a dead router or ``ss -K`` would;
+        return how many client connections were cut."""
         with self.lock:
             pairs, self.pairs = self.pairs, []
         for pair in pairs:
             for sock in pair:
                 _reset(sock)
+        return len(pairs)
 
     def blackhole(self, on=True):
         self.black.set() if on else self.black.clear()

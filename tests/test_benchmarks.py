@@ -1,6 +1,7 @@
 """The benchmark harness: options, verification, JSON, and a tiny run of every system."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -153,3 +154,24 @@ def test_sequential_scenario_reports_microseconds_per_call(kind, tmp_path):
     assert set(summary) == set(systems.split(","))
     for entry in summary.values():
         assert entry["insert_us"]["median"] > 0 and entry["select_us"]["median"] > 0
+
+
+def test_ab_compares_trees_in_child_processes(tmp_path):
+    """``python -m benchmarks.ab``: bytes per queued call and burst rows/s per tree."""
+    root = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+    out = tmp_path / "ab.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmarks.ab", "--tree", f"A={root}", "--tree", f"B={root}",
+         "--calls", "2000", "--rows", "500", "--rounds", "1", "--json", str(out)],
+        capture_output=True, text=True, timeout=300, cwd=root)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "bytes per call in flight" in result.stdout and "B/A" in result.stdout
+    document = json.loads(out.read_text())
+    assert [(r["tree"], r["what"]) for r in document["runs"]] == [
+        ("A", "memory"), ("B", "memory"), ("A", "burst"), ("B", "burst")]
+    for run in document["runs"]:
+        assert run["figures"]["adb"].startswith(os.path.join(root, "adb", ""))
+    for name in "AB":
+        figures = document["summary"][name]
+        assert 100 < figures["bytes_per_call"]["median"] < 5000  # a future and a job at least
+        assert figures["submit_us"]["median"] > 0 and figures["rows_per_s"]["median"] > 0

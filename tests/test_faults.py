@@ -20,7 +20,7 @@ import adb
 import adb.sync
 from adb.errors import ConnectionLost, ForkError, PoolClosed, QueueFull, ServerUnavailable, StatementTimeout, TransactionError
 
-from .conftest import URLS, require_server
+from .conftest import URLS, psycopg_url, require_server
 from .faultproxy import FaultProxy
 from .faults import Ledger, TokenTable, fire, recovers, restart_postgresql
 
@@ -42,15 +42,25 @@ def via(proxy, url):
     return urlunsplit(parts._replace(netloc=f"{netloc[0]}@{host}" if len(netloc) == 2 else host))
 
 
+def server_of(kind):
+    """The server a fault test's driver talks to: psycopg (3) runs on PostgreSQL."""
+    return "postgresql" if kind == "psycopg" else kind
+
+
+def url_of(kind):
+    """The URL a fault test's ``Database`` uses: ``kind`` is a server or ``psycopg``."""
+    return psycopg_url() if kind == "psycopg" else URLS[kind]
+
+
 def proxy_for(kind):
-    parts = urlsplit(URLS[kind])
-    return FaultProxy(parts.hostname, parts.port or {"postgresql": 5432, "mysql": 3306}[kind])
+    parts = urlsplit(URLS[server_of(kind)])
+    return FaultProxy(parts.hostname, parts.port or {"postgresql": 5432, "mysql": 3306}[server_of(kind)])
 
 
 def kill_all(db, kind):
     """Kill every connection of ``db`` from the server side."""
-    with adb.sync.Database(URLS[kind], pool_size=1) as admin:
-        if kind == "postgresql":
+    with adb.sync.Database(URLS[server_of(kind)], pool_size=1) as admin:
+        if server_of(kind) == "postgresql":
             admin.runQuery("select pg_terminate_backend(pid) from pg_stat_activity "
                            "where application_name = %s", (db.name,))
         else:
@@ -62,18 +72,18 @@ def kill_all(db, kind):
 
 
 def url_for(kind, db_name):
-    require_server(kind)
-    if kind == "postgresql":
-        return with_query(URLS[kind], application_name=db_name)
-    return URLS[kind]
+    require_server(server_of(kind))
+    if server_of(kind) == "postgresql":
+        return with_query(url_of(kind), application_name=db_name)
+    return url_of(kind)
 
 
 @pytest.fixture
 def tokens(request):
     made = []
 
-    def make(url, kind):
-        table = TokenTable(URLS[kind], "%s")
+    def make(kind):
+        table = TokenTable(URLS[server_of(kind)], "%s")
         made.append(table)
         return table
     yield make
@@ -81,7 +91,7 @@ def tokens(request):
         table.drop()
 
 
-@pytest.mark.parametrize("kind", ["postgresql", "mysql"])
+@pytest.mark.parametrize("kind", ["postgresql", "psycopg", "mysql"])
 async def test_idle_backends_killed_cost_no_errors(kind):
     name = f"adb-f1-{kind}"
     db = adb.Database(url_for(kind, name), pool_size=4, name=name)
@@ -94,11 +104,11 @@ async def test_idle_backends_killed_cost_no_errors(kind):
     await db.close()
 
 
-@pytest.mark.parametrize("kind", ["postgresql", "mysql"])
+@pytest.mark.parametrize("kind", ["postgresql", "psycopg", "mysql"])
 async def test_kills_under_load(kind, tokens):
     name = f"adb-f2-{kind}"
     db = adb.Database(url_for(kind, name), pool_size=8, name=name)
-    table = tokens(URLS[kind], kind)
+    table = tokens(kind)
     ledger = Ledger()
     stop = threading.Event()
     kills = []
@@ -123,11 +133,11 @@ async def test_kills_under_load(kind, tokens):
     await db.close()
 
 
-async def test_kill_inside_transaction(tokens):
-    kind = "postgresql"
-    name = "adb-f3"
+@pytest.mark.parametrize("kind", ["postgresql", "psycopg"])
+async def test_kill_inside_transaction(kind, tokens):
+    name = f"adb-f3-{kind}"
     db = adb.Database(url_for(kind, name), pool_size=2, name=name)
-    table = tokens(URLS[kind], kind)
+    table = tokens(kind)
     tx = await db.beginTransaction()
     await tx.runOperation(table.insert_sql(), ("in-tx", 1))
     kill_all(db, kind)
@@ -162,7 +172,7 @@ async def test_postgresql_restart_while_idle():
 async def test_postgresql_restart_under_load(tokens):
     kind = "postgresql"
     db = adb.Database(url_for(kind, "adb-f5l"), pool_size=8, name="adb-f5l")
-    table = tokens(URLS[kind], kind)
+    table = tokens(kind)
     ledger = Ledger()
     loop = asyncio.get_running_loop()
 
@@ -178,22 +188,26 @@ async def test_postgresql_restart_under_load(tokens):
     await db.close()
 
 
-@pytest.mark.parametrize("kind", ["postgresql", "mysql"])
+@pytest.mark.parametrize("kind", ["postgresql", "psycopg", "mysql"])
 async def test_network_cut_under_load(kind, tokens):
-    require_server(kind)
+    require_server(server_of(kind))
     proxy = proxy_for(kind)
-    db = adb.Database(via(proxy, URLS[kind]), pool_size=8)
-    table = tokens(URLS[kind], kind)
+    db = adb.Database(via(proxy, url_of(kind)), pool_size=8)
+    table = tokens(kind)
     ledger = Ledger()
+    cut = []
 
     async def cut_a_few_times():
         for _ in range(5):
             await asyncio.sleep(0.15)
-            proxy.cut()
+            cut.append(proxy.cut())
     await asyncio.gather(cut_a_few_times(), fire(db, table, 4000, ledger))
     recovery = await recovers(db)
     figures = ledger.check(table.tokens())
-    report("F12 cut under load", kind=kind, recovery_s=round(recovery, 2), **figures)
+    # the cuts hit live connections, and the pool replaced them
+    assert sum(cut) >= 5 and db.stats()["connects"] > 8, (cut, db.stats()["connects"])
+    report("F12 cut under load", kind=kind, connections_cut=sum(cut), recovery_s=round(recovery, 2),
+           **figures)
     await db.close()
     proxy.close()
 
@@ -204,7 +218,7 @@ async def test_blackhole_ends_calls_at_their_timeout(tokens):
     proxy = proxy_for(kind)
     db = adb.Database(with_query(via(proxy, URLS[kind]), connect_timeout=1), pool_size=4,
                       statement_timeout=0.5, _pool_options={"cancel_grace": 0.5})
-    table = tokens(URLS[kind], kind)
+    table = tokens(kind)
     await db.runQuery("select 1")
     ledger = Ledger()
     proxy.blackhole(True)
@@ -221,19 +235,22 @@ async def test_blackhole_ends_calls_at_their_timeout(tokens):
     proxy.close()
 
 
-@pytest.mark.parametrize("kind", ["postgresql", "mysql"])
+@pytest.mark.parametrize("kind", ["postgresql", "psycopg", "mysql"])
 async def test_deaf_server_fails_fast(kind):
-    require_server(kind)
+    require_server(server_of(kind))
     proxy = proxy_for(kind)
     proxy.deaf(True)
     start = time.monotonic()
-    db = adb.Database(with_query(via(proxy, URLS[kind]), connect_timeout=1), pool_size=2)
+    db = adb.Database(with_query(via(proxy, url_of(kind)), connect_timeout=1), pool_size=2)
     with pytest.raises(ServerUnavailable):
         await db.runQuery("select 1")
     with pytest.raises(ServerUnavailable):  # meanwhile: no new attempt, an immediate answer
         await db.runQuery("select 1")
     elapsed = time.monotonic() - start
-    assert elapsed < 4, elapsed
+    # one attempt and one immediate retry; psycopg 3 raises a connect_timeout under
+    # 2 s to 2 s (as libpq documents), psycopg2 and PyMySQL take 1 s as given
+    attempt_s = 2.0 if kind == "psycopg" else 1.0
+    assert elapsed < 2 * attempt_s + 2, elapsed
     proxy.deaf(False)
     recovery = await recovers(db)
     report("F15 deaf server", kind=kind, failed_within_s=round(elapsed, 2),
@@ -266,19 +283,19 @@ async def test_refused_server_backs_off_and_recovers():
     proxy.close()
 
 
-@pytest.mark.parametrize("kind", ["postgresql", "mysql"])
+@pytest.mark.parametrize("kind", ["postgresql", "psycopg", "mysql"])
 async def test_cancel_running_query(kind):
     name = f"adb-f19-{kind}"
     db = adb.Database(url_for(kind, name), pool_size=2, name=name)
-    sleep = "select pg_sleep(30)" if kind == "postgresql" else "select sleep(30)"
+    sleep = "select pg_sleep(30)" if server_of(kind) == "postgresql" else "select sleep(30)"
     start = time.monotonic()
     with pytest.raises(asyncio.TimeoutError):
         await asyncio.wait_for(db.runQuery(sleep), 0.3)
     cancelled_in = time.monotonic() - start
     assert cancelled_in < 1.0
     await asyncio.sleep(0.5)
-    with adb.sync.Database(URLS[kind], pool_size=1) as admin:
-        if kind == "postgresql":
+    with adb.sync.Database(URLS[server_of(kind)], pool_size=1) as admin:
+        if server_of(kind) == "postgresql":
             active = admin.runQuery("select count(*) from pg_stat_activity where query like "
                                     "'select pg_sleep(30)%%' and state = 'active'")
         else:
@@ -291,7 +308,7 @@ async def test_cancel_running_query(kind):
     await db.close()
 
 
-@pytest.mark.parametrize("kind", ["postgresql", "mysql", "sqlite"])
+@pytest.mark.parametrize("kind", ["postgresql", "psycopg", "mysql", "sqlite"])
 async def test_statement_timeout_cancels_on_the_server(kind, tmp_path):
     if kind == "sqlite":
         url, slow = f"sqlite:///{tmp_path}/slow.db", (
@@ -299,7 +316,7 @@ async def test_statement_timeout_cancels_on_the_server(kind, tmp_path):
             "select count(*) from c")
     else:
         url = url_for(kind, f"adb-st-{kind}")
-        slow = "select pg_sleep(5)" if kind == "postgresql" else (
+        slow = "select pg_sleep(5)" if server_of(kind) == "postgresql" else (
             "select count(*) from information_schema.columns a, information_schema.columns b, "
             "information_schema.columns c")  # a killed SLEEP() returns 1 instead of failing
     db = adb.Database(url, pool_size=1, statement_timeout=0.3)
@@ -355,7 +372,7 @@ async def test_backpressure_wait_keeps_a_burst_in_bounded_memory(tmp_path):
 async def test_close_under_load_settles_everything(tokens):
     kind = "postgresql"
     db = adb.Database(url_for(kind, "adb-f25"), pool_size=4)
-    table = tokens(URLS[kind], kind)
+    table = tokens(kind)
     threads_before = threading.active_count()
     txs = [await db.beginTransaction() for _ in range(3)]
     for tx in txs:
@@ -403,7 +420,7 @@ async def test_slow_network_costs_time_not_correctness(kind, tokens):
     require_server(kind)
     proxy = proxy_for(kind)
     db = adb.Database(via(proxy, URLS[kind]), pool_size=8)
-    table = tokens(URLS[kind], kind)
+    table = tokens(kind)
     await db.runQuery("select 1")
     proxy.delay(0.03)  # 30 ms on every chunk, both ways
     ledger = Ledger()

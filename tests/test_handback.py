@@ -164,3 +164,28 @@ async def test_no_timed_drains_while_a_transaction_pins_a_worker(tmp_path):
     await asyncio.gather(*(db.runQuery("select 1") for _ in range(2000)))
     assert db.stats()["polls"] > 0  # the same burst with no transaction open
     await db.close()
+
+
+def test_nudge_runs_after_without_a_result_and_only_once_per_drain():
+    """A worker that skips a given-up call nudges: parked calls may fit now."""
+    rec = Recorder()
+    afters = []
+    handback = BatchedHandback(rec.schedule, rec.settle, after=lambda: afters.append(1))
+    handback.nudge()
+    handback.nudge()  # a drain is already scheduled
+    assert len(rec.scheduled) == 1
+    rec.scheduled.pop()()
+    assert afters == [1] and rec.settled == []
+    BatchedHandback(rec.schedule, rec.settle).nudge()  # no after(): nothing to do
+    assert rec.scheduled == []
+
+
+def test_direct_handback_settles_in_the_calling_thread_then_admits():
+    from adb.handback import DirectHandback
+    events = []
+    handback = DirectHandback(lambda f, ok, v: events.append((f, ok, v)),
+                              after=lambda: events.append("after"))
+    handback("f", True, 3)
+    handback.nudge()
+    assert events == [("f", True, 3), "after", "after"]
+    assert handback.settled == 1

@@ -19,6 +19,9 @@ CANARY = "Cx-@#%/:-canary"
     ("postgresql+psycopg2://u@h/app?sslmode=require", "psycopg2",
      {"host": "h", "user": "u", "database": "app", "sslmode": "require"}),
     ("postgres://h", "psycopg2", {"host": "h"}),
+    ("postgresql+psycopg://u@h:5433/app?sslmode=disable", "psycopg",
+     {"host": "h", "port": 5433, "user": "u", "database": "app", "sslmode": "disable"}),
+    ("POSTGRES+PSYCOPG://h", "psycopg", {"host": "h"}),
     ("mysql://root@127.0.0.1:3306/test", "pymysql",
      {"host": "127.0.0.1", "port": 3306, "user": "root", "database": "test"}),
     ("mysql+pymysql://root@h/test", "pymysql", {"host": "h", "user": "root", "database": "test"}),
@@ -43,7 +46,9 @@ def test_percent_encoded_credentials_are_decoded():
 
 @pytest.mark.parametrize("url, fragment", [
     ("oracle://h/db", "unsupported URL scheme 'oracle'"),
-    ("postgresql+pymysql://h/db", "unsupported URL scheme"),
+    ("postgresql+pymysql://h/db", "pymysql is a mysql driver, not a postgresql one"),
+    ("mysql+nosuch://h/db", "unknown driver 'nosuch' in URL scheme 'mysql+nosuch'; mysql URLs take"),
+    ("postgresql+mysql://h/db", "unknown driver 'mysql'"),
     ("127.0.0.1:5432/test", "no '://'"),
     ("postgresql://h:notaport/db", "bad port"),
     ("postgresql://h:70000/db", "bad port"),

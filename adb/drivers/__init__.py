@@ -1,28 +1,121 @@
-"""One module per DB-API driver; ``load(target)`` picks the right one."""
+"""One module per DB-API driver, and the registry built from what each declares.
 
+A driver module in this package defines ``DRIVER``, a ``Driver`` subclass whose
+``info`` (a ``DriverInfo``) names its PEP 249 module, its server family, the
+``+dialect`` forms of its URLs and its pip extra. Nothing else lists drivers:
+adding one is adding a module here. Any other importable PEP 249 module works
+through the generic driver, named by ``driver=``.
+"""
+
+from __future__ import annotations
+
+import functools
 import importlib
+import pkgutil
+from typing import TYPE_CHECKING, Callable, Optional
 
 from ..errors import InterfaceError
-from .base import Driver
+from .base import Connection, Driver, DriverInfo, Family
+from .generic import GenericDriver
 
-_MODULES = {"psycopg2": "psycopg2", "pymysql": "pymysql", "sqlite3": "sqlite3"}
+if TYPE_CHECKING:
+    from ..url import Target
 
-_EXTRAS = {"psycopg2": "postgresql", "pymysql": "mysql"}
+_NOT_DRIVERS = frozenset({"base", "generic"})  # and private helpers (_name)
 
 
-def load(target, on_connect=None):
+@functools.lru_cache(maxsize=None)
+def registry() -> dict[str, type[Driver]]:
+    """Built-in driver name (its module's name) -> its Driver class."""
+    found: dict[str, type[Driver]] = {}
+    for module in pkgutil.iter_modules(__path__):
+        if module.name in _NOT_DRIVERS or module.name.startswith("_"):
+            continue
+        cls = importlib.import_module(f".{module.name}", __name__).DRIVER
+        assert cls.info is not None, f"{module.name}.DRIVER declares no info"
+        found[cls.info.module] = cls
+    return found
+
+
+@functools.lru_cache(maxsize=None)
+def _aliases() -> dict[str, str]:
+    """Every name a built-in driver answers to -> the driver's name."""
+    names: dict[str, str] = {}
+    for name, cls in registry().items():
+        declared = _info(cls)
+        schemes = declared.family.schemes if declared.default else ()
+        for alias in (name, *declared.dialects, *schemes):
+            assert names.setdefault(alias, name) == name, f"{alias!r} names two drivers"
+    return names
+
+
+def _info(cls: type[Driver]) -> DriverInfo:
+    assert cls.info is not None
+    return cls.info
+
+
+def canonical(name: str) -> str:
+    """The driver a name, alias or URL scheme means (``postgres`` -> ``psycopg2``);
+    a name adb does not know is taken as a PEP 249 module name, unchanged."""
+    return _aliases().get(name, name)
+
+
+def info(name: str) -> Optional[DriverInfo]:
+    """What the built-in driver ``name`` declares, or None for a generic module."""
+    cls = registry().get(canonical(name))
+    return None if cls is None else cls.info
+
+
+def family(name: str) -> Family:
+    """The server family of driver ``name`` (``Family.OTHER`` for a generic module)."""
+    found = info(name)
+    return Family.OTHER if found is None else found.family
+
+
+def for_scheme(scheme: str) -> str:
+    """The driver a URL scheme means: ``family`` or ``family+dialect``.
+
+    Raises InterfaceError naming the schemes adb knows when it is neither.
+    """
+    base, _, dialect = scheme.lower().partition("+")
+    families = {s: f for f in Family for s in f.schemes}
+    fam = families.get(base)
+    if fam is None:
+        raise InterfaceError(f"unsupported URL scheme {scheme!r}; use one of {_schemes()}")
+    if not dialect:
+        return _default(fam)
+    name = _aliases().get(dialect)
+    if name is None or dialect in _all_schemes():
+        raise InterfaceError(
+            f"unknown driver {dialect!r} in URL scheme {scheme!r}; "
+            f"{fam.scheme} URLs take {_dialects(fam)}")
+    if family(name) is not fam:
+        raise InterfaceError(
+            f"URL scheme {scheme!r}: {name} is a {family(name).scheme} driver, "
+            f"not a {fam.scheme} one; {fam.scheme} URLs take {_dialects(fam)}")
+    return name
+
+
+def url_scheme(name: str) -> str:
+    """The scheme that names driver ``name`` in a URL: the family's own for its
+    default driver, ``family+dialect`` for the others."""
+    found = info(name)
+    if found is None:
+        return name
+    if found.default or not found.dialects:
+        return found.family.scheme
+    return f"{found.family.scheme}+{found.dialects[0]}"
+
+
+def load(target: Target, on_connect: Optional[Callable[[Connection], object]] = None) -> Driver:
     """Return a Driver instance for ``target`` (a ``adb.url.Target``); ``on_connect``
     is called with every new connection, in its worker thread."""
-    if target.driver in _MODULES:
-        module = importlib.import_module(f".{_MODULES[target.driver]}", __name__)
-        cls = module.DRIVER
-    else:
-        from .generic import GenericDriver as cls
+    cls = registry().get(target.driver, GenericDriver)
     try:
         dbapi = importlib.import_module(target.driver)
     except ImportError as exc:
-        extra = _EXTRAS.get(target.driver)
-        hint = f" (pip install 'adb-async[{extra}]')" if extra else ""
+        found = info(target.driver)
+        hint = f" (pip install 'adb-async[{found.extra}]')" if found and found.extra else ""
         raise InterfaceError(
             f"driver module {target.driver!r} cannot be imported: {exc}{hint}") from None
     if not hasattr(dbapi, "connect"):
@@ -30,4 +123,29 @@ def load(target, on_connect=None):
     return cls(dbapi, target, on_connect)
 
 
-__all__ = ["Driver", "load"]
+def _default(fam: Family) -> str:
+    for name, cls in registry().items():
+        if _info(cls).family is fam and _info(cls).default:
+            return name
+    raise InterfaceError(f"no built-in driver serves {fam.scheme}:// URLs")
+
+
+def _all_schemes() -> set[str]:
+    return {s for f in Family for s in f.schemes}
+
+
+def _dialects(fam: Family) -> str:
+    names = sorted(d for cls in registry().values() if _info(cls).family is fam
+                   for d in _info(cls).dialects)
+    return ", ".join(f"+{d}" for d in names) or "no +driver"
+
+
+def _schemes() -> str:
+    forms = [f"{f.scheme}://" for f in Family if f.schemes]
+    forms += [f"{s}://" for f in Family for s in f.schemes[1:]]
+    forms += [f"{url_scheme(n)}://" for n in registry() if not _info(registry()[n]).default]
+    return ", ".join(forms)
+
+
+__all__ = ["Driver", "DriverInfo", "Family", "canonical", "family", "for_scheme", "info",
+           "load", "registry", "url_scheme"]

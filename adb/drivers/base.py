@@ -5,12 +5,58 @@ Every method except ``__init__``/``check`` runs in a worker thread, on the
 connection that worker owns.
 """
 
+from __future__ import annotations
+
 import dataclasses
+import enum
 import inspect
 import select
 import socket
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence
 
 from ..errors import InterfaceError
+
+if TYPE_CHECKING:
+    from ..url import Target
+
+#: a DB-API connection or cursor: adb only calls what PEP 249 promises on them
+Connection = Any
+Cursor = Any
+
+
+class Family(enum.Enum):
+    """A kind of server; its URL schemes pick its default driver, ``+dialect`` another."""
+
+    POSTGRESQL = ("postgresql", "postgres")
+    MYSQL = ("mysql", "mariadb")
+    SQLITE = ("sqlite",)
+    OTHER = ()
+
+    @property
+    def scheme(self) -> str:
+        """The scheme URLs of this family are written with (``postgresql``)."""
+        return self.value[0] if self.value else "other"
+
+    @property
+    def schemes(self) -> tuple[str, ...]:
+        return self.value
+
+
+@dataclasses.dataclass(frozen=True)
+class DriverInfo:
+    """What a driver module declares about itself; the registry is built from these.
+
+    ``module`` is the PEP 249 module imported at ``Database()`` time (and the
+    driver's name: ``driver="psycopg"``), ``dialects`` the ``+name`` forms of its
+    URLs (``postgresql+psycopg://``), ``default`` whether the family's bare scheme
+    means this driver, and ``extra`` the pip extra that installs the module.
+    """
+
+    module: str
+    family: Family
+    dialects: tuple[str, ...] = ()
+    default: bool = False
+    extra: str = ""
 
 
 class Driver:
@@ -20,12 +66,17 @@ class Driver:
     and need ``commit()``: adb then commits after every standalone call.
     """
 
+    #: what a built-in driver declares about itself (``None`` for the generic one)
+    info: Optional[DriverInfo] = None
     #: True when connections run each statement in its own transaction
     autocommit = False
     #: lets the pool size be forced (an in-memory SQLite database lives in one connection)
-    max_pool_size = None
+    max_pool_size: Optional[int] = None
+    #: why ``max_pool_size`` is the limit, for the error a larger pool_size gets
+    max_pool_size_reason = ""
 
-    def __init__(self, dbapi, target, on_connect=None):
+    def __init__(self, dbapi: Any, target: Target,
+                 on_connect: Optional[Callable[[Connection], object]] = None) -> None:
         self.dbapi = dbapi
         self.name = target.driver
         self.target = target
@@ -35,15 +86,15 @@ class Driver:
         self.on_connect = on_connect
 
     @property
-    def paramstyle(self):
+    def paramstyle(self) -> str:
         return self.dbapi.paramstyle
 
-    def check(self, kwargs):
+    def check(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         """Validate and normalise connect keywords at construction; return them."""
         _check_signature(self.dbapi.connect, kwargs, self.name)
         return kwargs
 
-    def connect(self):
+    def connect(self) -> Connection:
         """Open one connection (in the worker thread that will own it) and set it up."""
         conn = self.open()
         if self.on_connect is not None:
@@ -54,67 +105,68 @@ class Driver:
                 raise
         return conn
 
-    def open(self):
+    def open(self) -> Connection:
         """Open and configure one DB-API connection; subclasses add their settings."""
         return self.dbapi.connect(*self.connect_args, **self.connect_kwargs)
 
-    def is_closed(self, conn):
+    def is_closed(self, conn: Connection) -> bool:
         """True when ``conn`` is known to be closed (checked before every call
         outside a transaction, so it must be cheap: no system call)."""
         return False
 
-    def peer_gone(self, conn):
+    def peer_gone(self, conn: Connection) -> bool:
         """True when the server has dropped ``conn`` while it was idle (checked before
         a call on a connection idle a while: one non-blocking system call)."""
         return False
 
-    def cancel(self, conn):
+    def cancel(self, conn: Connection) -> None:
         """Ask the server to cancel what ``conn`` is running (from another thread)."""
         raise NotImplementedError(f"{self.name} cannot cancel a running statement")
 
-    def abort(self, conn):
+    def abort(self, conn: Connection) -> None:
         """Cut ``conn`` so a call blocked on it fails now (from another thread)."""
         sock = self.socket_of(conn)
         if sock is not None:
             sock.shutdown(socket.SHUT_RDWR)
 
-    def socket_of(self, conn):
+    def socket_of(self, conn: Connection) -> Optional[socket.socket]:
         """The connection's socket (for ``abort``), or None."""
         return None
 
-    def close(self, conn):
+    def close(self, conn: Connection) -> None:
         try:
             conn.close()
         except Exception:  # a broken connection may fail to close; it is gone either way
             pass
 
-    def begin(self, conn):
+    def begin(self, conn: Connection) -> None:
         """Start an explicit transaction."""
 
-    def commit(self, conn):
+    def commit(self, conn: Connection) -> None:
         conn.commit()
 
-    def rollback(self, conn):
+    def rollback(self, conn: Connection) -> None:
         conn.rollback()
 
-    def failed_transaction(self, conn):
+    def failed_transaction(self, conn: Connection) -> bool:
         """True when the server has aborted the open transaction (commit would not commit)."""
         return False
 
-    def fetchall(self, cursor):
+    def fetchall(self, cursor: Cursor) -> list[Any]:
         return cursor.fetchall()
 
-    def executemany(self, cursor, sql, seq_of_params):
+    def executemany(self, cursor: Cursor, sql: str,
+                    seq_of_params: Iterable[Sequence[Any]]) -> int:
         """Run ``sql`` once per parameter set, by the driver's fastest path; return rowcount."""
         cursor.executemany(sql, seq_of_params)
         return cursor.rowcount
 
-    def is_disconnect(self, exc, conn):
+    def is_disconnect(self, exc: BaseException, conn: Connection) -> bool:
         """True when ``exc`` means ``conn`` is unusable and must be replaced."""
         return False
 
 
-def _check_signature(connect, kwargs, name):
+def _check_signature(connect: Callable[..., Any], kwargs: dict[str, Any], name: str) -> None:
     """Reject keywords that ``connect`` cannot take, naming them."""
     try:
         params = inspect.signature(connect).parameters.values()
@@ -130,7 +182,7 @@ def _check_signature(connect, kwargs, name):
             f"it takes {', '.join(sorted(accepted))}")
 
 
-def readable(fd):
+def readable(fd: int) -> bool:
     """True when an idle connection's socket has something to read: on a
     connection nobody is using, that is the server saying goodbye (or EOF)."""
     poller = select.poll()

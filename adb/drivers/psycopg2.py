@@ -6,12 +6,11 @@ it ends. ``runMany`` of an ``INSERT ... VALUES (...)`` goes through
 statement falls back to ``executemany``.
 """
 
-import os
 import re
-import socket
 
 from ..errors import InterfaceError
-from .base import Driver, readable
+from . import _libpq
+from .base import Driver, DriverInfo, Family
 
 _VALUES = re.compile(r"\bvalues\s*\(", re.IGNORECASE)
 _PLACEHOLDER = re.compile(r"%[^%]")
@@ -19,16 +18,13 @@ PAGE_SIZE = 1000
 
 
 class Psycopg2Driver(Driver):
+    info = DriverInfo("psycopg2", Family.POSTGRESQL, ("psycopg2",), default=True,
+                      extra="postgresql")
     autocommit = True
 
     def check(self, kwargs):
         from psycopg2.extensions import make_dsn
-        if not self.connect_args or "connect_timeout" not in str(self.connect_args[0]):
-            kwargs.setdefault("connect_timeout", 10)  # a server that never answers cannot hang us
-        # a peer that vanished without a word is noticed within about a minute
-        for key, value in (("keepalives", 1), ("keepalives_idle", 30),
-                           ("keepalives_interval", 10), ("keepalives_count", 3)):
-            kwargs.setdefault(key, value)
+        _libpq.with_defaults(kwargs, str(self.connect_args[0]) if self.connect_args else "")
         try:
             make_dsn(*self.connect_args[:1], **kwargs)
         except self.dbapi.ProgrammingError as exc:
@@ -74,21 +70,7 @@ class Psycopg2Driver(Driver):
         return bool(conn.closed)
 
     def peer_gone(self, conn):
-        if not readable(conn.fileno()):
-            return False
-        # Something arrived while idle: the end of the stream, or a message. A
-        # terminated backend says goodbye with an ErrorResponse ('E') and closes;
-        # a notification ('A'), notice ('N') or parameter change ('S') is harmless.
-        sock = socket.socket(fileno=os.dup(conn.fileno()))
-        try:
-            first = sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
-        except BlockingIOError:
-            return False
-        except OSError:
-            return True
-        finally:
-            sock.close()
-        return first in (b"", b"E")
+        return _libpq.peer_gone(conn.fileno())
 
     def cancel(self, conn):
         """``pg_cancel_backend`` from a side connection. (psycopg2's ``cancel()``
@@ -103,15 +85,8 @@ class Psycopg2Driver(Driver):
         finally:
             side.close()
 
-    def socket_of(self, conn):
-        return socket.socket(fileno=os.dup(conn.fileno()))
-
     def abort(self, conn):
-        sock = self.socket_of(conn)
-        try:
-            sock.shutdown(socket.SHUT_RDWR)
-        finally:
-            sock.close()
+        _libpq.shut_down(conn.fileno())
 
     def is_disconnect(self, exc, conn):
         return bool(conn.closed)

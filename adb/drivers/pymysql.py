@@ -8,13 +8,14 @@ inserts, its bulk fast path.
 import socket
 
 from ..errors import InterfaceError
-from .base import Driver, readable
+from .base import Driver, DriverInfo, Family, readable
 
 _INT_KEYS = {"port", "connect_timeout", "read_timeout", "write_timeout",
              "max_allowed_packet", "client_flag"}
 
 
 class PyMySQLDriver(Driver):
+    info = DriverInfo("pymysql", Family.MYSQL, ("pymysql",), default=True, extra="mysql")
     autocommit = True
 
     def check(self, kwargs):

@@ -14,7 +14,7 @@ a single worker.
 import threading
 
 from ..errors import InterfaceError
-from .base import Driver
+from .base import Driver, DriverInfo, Family
 
 _PRAGMAS = {"journal_mode": "wal", "synchronous": "normal"}
 _PRAGMA_VALUES = {
@@ -24,6 +24,7 @@ _PRAGMA_VALUES = {
 
 
 class SQLiteDriver(Driver):
+    info = DriverInfo("sqlite3", Family.SQLITE, ("pysqlite",), default=True)
     autocommit = True
 
     def check(self, kwargs):
@@ -48,6 +49,8 @@ class SQLiteDriver(Driver):
         kwargs.setdefault("database", ":memory:")
         if kwargs["database"] == ":memory:" or "mode=memory" in str(kwargs["database"]):
             self.max_pool_size = 1
+            self.max_pool_size_reason = ("an in-memory SQLite database lives in one connection; "
+                                         "use pool_size=1 or a file (sqlite:///path.db)")
             self.pragmas.pop("journal_mode")
         if str(kwargs["database"]).startswith("file:"):
             kwargs.setdefault("uri", True)

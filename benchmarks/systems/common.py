@@ -22,8 +22,7 @@ class RunSpec:
 
     @property
     def kind(self):
-        return {"psycopg2": "postgresql", "pymysql": "mysql", "sqlite3": "sqlite"}[
-            self.target.driver]
+        return self.target.family.scheme
 
     @property
     def driver(self):

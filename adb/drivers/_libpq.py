@@ -1,0 +1,55 @@
+"""What the two libpq drivers (psycopg2 and psycopg) share: the same protocol,
+sockets and connection options, whichever Python wrapper drives them."""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import Any
+
+from .base import readable
+
+#: a server that never answers cannot hang a connect; a peer that vanished
+#: without a word is noticed within about a minute
+CONNECT_DEFAULTS = (("connect_timeout", 10), ("keepalives", 1), ("keepalives_idle", 30),
+                    ("keepalives_interval", 10), ("keepalives_count", 3))
+
+
+def with_defaults(kwargs: dict[str, Any], dsn: str = "") -> dict[str, Any]:
+    """``kwargs`` with adb's connect and keepalive defaults where neither they nor
+    the positional DSN string say otherwise."""
+    for key, value in CONNECT_DEFAULTS:
+        if key not in dsn:
+            kwargs.setdefault(key, value)
+    return kwargs
+
+
+def peer_gone(fd: int) -> bool:
+    """True when the server has closed an idle connection on socket ``fd``.
+
+    Something readable on an idle connection is the end of the stream or a
+    message: a terminated backend says goodbye with an ErrorResponse ('E') and
+    closes; a notification ('A'), notice ('N') or parameter change ('S') is harmless.
+    """
+    if not readable(fd):
+        return False
+    sock = socket.socket(fileno=os.dup(fd))
+    try:
+        first = sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+    finally:
+        sock.close()
+    return first in (b"", b"E")
+
+
+def shut_down(fd: int) -> None:
+    """Shut the socket ``fd`` down both ways, so a call blocked on it fails now;
+    the descriptor itself stays the driver's to close."""
+    sock = socket.socket(fileno=os.dup(fd))
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    finally:
+        sock.close()

@@ -1,0 +1,109 @@
+"""psycopg (version 3), for PostgreSQL: ``postgresql+psycopg://`` or ``driver="psycopg"``.
+
+Parameters are bound server-side, psycopg 3's default: they travel apart from
+the statement, so a placeholder can stand only where PostgreSQL takes a
+parameter (not in ``SET x = %s`` or DDL; compose those with ``psycopg.sql``).
+For psycopg2's client-side interpolation pass ``cursor_factory=psycopg.ClientCursor``.
+
+Connections run in autocommit mode; a transaction switches it off until it
+ends. ``runMany`` uses psycopg's ``executemany``, which pipelines the statements
+(one round trip per batch, not per row). A statement is cancelled in-band with
+``cancel_safe()``: the request goes over PostgreSQL's own cancel protocol, so it
+reaches the right backend through pgbouncer too, and the thread that sends it
+waits without holding the GIL.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Sequence
+
+from ..errors import InterfaceError
+from . import _libpq
+from .base import Connection, Cursor, Driver, DriverInfo, Family
+
+#: connect() keywords that are psycopg's own, not libpq connection options
+_PSYCOPG_KEYS = frozenset({"prepare_threshold", "cursor_factory", "context"})
+#: how long a cancel request may take before the watchdog cuts the connection instead
+CANCEL_TIMEOUT = 5.0
+
+
+class PsycopgDriver(Driver):
+    info = DriverInfo("psycopg", Family.POSTGRESQL, ("psycopg", "psycopg3"), extra="psycopg")
+    autocommit = True
+
+    def check(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        from psycopg.conninfo import make_conninfo
+        if len(self.connect_args) > 1:
+            raise InterfaceError("psycopg.connect() takes one positional argument, the conninfo")
+        for key in ("autocommit", "row_factory"):
+            if key in kwargs:
+                raise InterfaceError(
+                    f"psycopg {key}= is adb's to set: transactions are adb's "
+                    "(beginTransaction), rows its row_factory= (Database(row_factory=...))")
+        if "database" in kwargs:
+            if "dbname" in kwargs:
+                raise InterfaceError("give the PostgreSQL database as dbname= or database=, not both")
+            kwargs["dbname"] = kwargs.pop("database")
+        if "prepare_threshold" in kwargs:
+            kwargs["prepare_threshold"] = _threshold(kwargs["prepare_threshold"])
+        dsn = str(self.connect_args[0]) if self.connect_args else ""
+        _libpq.with_defaults(kwargs, dsn)
+        options = {k: v for k, v in kwargs.items() if k not in _PSYCOPG_KEYS}
+        try:
+            make_conninfo(dsn, **options)
+        except self.dbapi.ProgrammingError as exc:
+            raise InterfaceError(f"bad PostgreSQL connection option: {exc}") from None
+        return kwargs
+
+    def open(self) -> Connection:
+        return self.dbapi.connect(*self.connect_args, autocommit=True, **self.connect_kwargs)
+
+    def begin(self, conn: Connection) -> None:
+        conn.autocommit = False
+
+    def commit(self, conn: Connection) -> None:
+        conn.commit()
+        conn.autocommit = True
+
+    def rollback(self, conn: Connection) -> None:
+        conn.rollback()
+        conn.autocommit = True
+
+    def failed_transaction(self, conn: Connection) -> bool:
+        return bool(conn.info.transaction_status == self.dbapi.pq.TransactionStatus.INERROR)
+
+    def executemany(self, cursor: Cursor, sql: str,
+                    seq_of_params: Iterable[Sequence[Any]]) -> int:
+        cursor.executemany(sql, seq_of_params)
+        return max(cursor.rowcount, 0)  # psycopg sums the sets' counts; -1 for none
+
+    def is_closed(self, conn: Connection) -> bool:
+        return bool(conn.closed)
+
+    def peer_gone(self, conn: Connection) -> bool:
+        return _libpq.peer_gone(conn.fileno())
+
+    def cancel(self, conn: Connection) -> None:
+        conn.cancel_safe(timeout=CANCEL_TIMEOUT)
+
+    def abort(self, conn: Connection) -> None:
+        _libpq.shut_down(conn.fileno())
+
+    def is_disconnect(self, exc: BaseException, conn: Connection) -> bool:
+        return bool(conn.closed or conn.broken)
+
+
+def _threshold(value: Any) -> Any:
+    """``prepare_threshold`` from a URL is text: a count, or ``none`` (never prepare)."""
+    if value is None or isinstance(value, int):
+        return value
+    if str(value).lower() == "none":
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise InterfaceError(
+            f"psycopg prepare_threshold={value!r} is not an integer or 'none'") from None
+
+
+DRIVER = PsycopgDriver

@@ -1,0 +1,119 @@
+"""Admission under ``max_queued`` as pure logic: a list stands in for the pool's
+queue (adb's own plumbing, no database behaviour), futures are plain records."""
+
+import threading
+
+import pytest
+
+from adb.admission import Admission
+from adb.errors import PoolClosed, QueueFull
+
+
+class FakePool:
+    """The two things Admission asks of a pool: submit a job, count the queued."""
+
+    def __init__(self):
+        self.queued = []
+        self.queue = self
+
+    def submit(self, job):
+        self.queued.append(job)
+
+    def qsize(self):
+        return len(self.queued)
+
+
+def settle_into(record):
+    def settle(future, ok, value):
+        record.append((future, ok, value))
+    return settle
+
+
+def make(limit=2, on_full="wait"):
+    settled = []
+    admission = Admission("db-x", limit, on_full, settle_into(settled))
+    pool = FakePool()
+    admission.attach(pool)
+    return admission, pool, settled
+
+
+def test_calls_queue_while_there_is_room_then_park_in_order():
+    admission, pool, _ = make(limit=2)
+    for job in "abcde":
+        admission.put(job)
+    assert pool.queued == ["a", "b"]
+    assert admission.parked == 3
+    pool.queued.pop(0)          # a worker took "a"
+    admission.after()
+    assert pool.queued == ["b", "c"] and admission.parked == 2
+    pool.queued.clear()
+    admission.after()
+    assert pool.queued == ["d", "e"] and admission.parked == 0
+
+
+def test_a_call_never_overtakes_parked_ones():
+    admission, pool, _ = make(limit=1)
+    admission.put("a")
+    admission.put("b")           # parked
+    pool.queued.clear()          # room now, but "b" waits first
+    admission.put("c")
+    assert pool.queued == [] and admission.parked == 2
+    admission.after()
+    assert pool.queued == ["b"]
+
+
+def test_raise_mode_names_the_limit():
+    admission, pool, _ = make(limit=1, on_full="raise")
+    admission.put("a")
+    with pytest.raises(QueueFull, match=r"'db-x' already has 1 calls waiting \(max_queued=1\)"):
+        admission.put("b")
+    assert pool.queued == ["a"] and admission.parked == 0
+
+
+def test_room_waiters_wake_only_when_nothing_is_parked_and_there_is_room():
+    admission, pool, settled = make(limit=1)
+    admission.wait("w0")
+    assert settled == [("w0", True, None)]  # room at once
+    admission.put("a")
+    admission.put("b")
+    admission.wait("w1")
+    assert admission.waiting == 1
+    pool.queued.clear()
+    admission.after()                        # "b" takes the room: w1 still waits
+    assert admission.waiting == 1 and pool.queued == ["b"]
+    pool.queued.clear()
+    admission.after()
+    assert settled[-1] == ("w1", True, None) and admission.waiting == 0
+
+
+def test_close_submits_parked_calls_and_fails_waiters():
+    admission, pool, settled = make(limit=1)
+    for job in "abc":
+        admission.put(job)
+    admission.wait("w")
+    admission.close()
+    assert pool.queued == ["a", "b", "c"]    # accepted, so handed to the pool to run
+    (future, ok, error), = settled
+    assert future == "w" and not ok and isinstance(error, PoolClosed)
+    with pytest.raises(PoolClosed, match="db-x"):
+        admission.put("d")
+    admission.wait("late")
+    assert settled[-1][0] == "late" and isinstance(settled[-1][2], PoolClosed)
+
+
+def test_a_waiter_settled_at_once_may_call_back_in_without_deadlock():
+    """Twisted runs a Deferred's callbacks inside callback(): settling must happen
+    outside Admission's lock, or the next call from that callback deadlocks."""
+    admission, pool, _ = make(limit=5)
+
+    def settle(future, ok, value):
+        admission.put("from-callback")
+    admission._settle = settle
+    done = threading.Event()
+
+    def wait():
+        admission.wait("w")
+        done.set()
+    threading.Thread(target=wait, daemon=True).start()
+    assert done.wait(5), "wait() deadlocked on its own lock"
+    assert pool.queued == ["from-callback"]

@@ -1,0 +1,37 @@
+"""adb ships its types (``py.typed``) and they hold: mypy passes on ``adb/`` with the
+settings in ``setup.cfg`` (the API modules strictly), and on a sample of user code
+that pins down what each front-end's methods return."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def mypy(*args):
+    return subprocess.run([sys.executable, "-m", "mypy", "--config-file", "setup.cfg",
+                           "--cache-dir", os.devnull if os.name != "nt" else ".mypy_cache",
+                           *args], cwd=ROOT, capture_output=True, text=True, timeout=600)
+
+
+def test_py_typed_ships():
+    assert (ROOT / "adb" / "py.typed").is_file()
+    assert "adb = py.typed" in (ROOT / "setup.cfg").read_text()
+
+
+def test_mypy_passes_on_the_package_and_on_typed_usage():
+    result = mypy("adb", "tests/typing/usage.py")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_mypy_catches_a_wrong_return_type(tmp_path):
+    """The check can fail: a wrong claim about a return type is reported."""
+    wrong = tmp_path / "wrong.py"
+    wrong.write_text("import adb.sync\nfrom typing_extensions import assert_type\n\n\n"
+                     "def f(db: adb.sync.Database) -> None:\n"
+                     "    assert_type(db.runOperation('delete from t'), str)\n")
+    result = mypy(str(wrong))
+    assert result.returncode == 1, result.stdout
+    assert 'wrong.py:6: error: Expression is of type "int", not "str"' in result.stdout, result.stdout

@@ -1,0 +1,50 @@
+"""Checked by mypy (tests/test_typing.py), never run: what each front-end's
+methods return, as its users' type checkers see it."""
+
+import asyncio
+from typing import Any
+
+from twisted.internet.defer import Deferred
+from typing_extensions import assert_type
+
+import adb
+import adb.sync
+import adb.tornado
+import adb.twisted
+from adb import Transaction
+
+
+def count(cursor: Any) -> int:
+    return 1
+
+
+async def on_asyncio(db: adb.Database, tdb: adb.tornado.Database) -> None:
+    assert_type(db.runQuery("select 1"), "asyncio.Future[list[Any]]")
+    assert_type(await db.runOperation("delete from t"), int)
+    assert_type(await db.runMany("insert into t values (%s)", [(1,), (2,)]), int)
+    assert_type(await db.runInteraction(count), int)
+    tx = await db.beginTransaction()
+    assert_type(tx, Transaction)
+    assert_type(await db.commitTransaction(tx), None)
+    assert_type(await tdb.runQuery("select 1"), list[Any])
+    await db.wait_for_room()
+    await db.close()
+
+
+def on_sync(db: adb.sync.Database) -> None:
+    assert_type(db.runQuery("select 1"), list[Any])
+    assert_type(db.runOperation(("insert into t values (%s)", (1,))), int)
+    assert_type(db.runInteraction(count), int)
+    assert_type(db.beginTransaction(), Transaction)
+    assert_type(db.close(), None)
+
+
+def on_twisted(db: adb.twisted.Database, pool: adb.twisted.ConnectionPool) -> None:
+    assert_type(db.runQuery("select 1"), "Deferred[list[Any]]")
+    assert_type(db.runInteraction(count), "Deferred[int]")
+    assert_type(db.close(), "Deferred[None]")
+    assert_type(pool.runQuery("select 1"), "Deferred[list[Any]]")
+    assert_type(pool.runOperation("delete from t"), "Deferred[None]")
+
+
+_ = (asyncio, Deferred)
