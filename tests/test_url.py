@@ -7,6 +7,7 @@ import pytest
 
 import adb
 import adb.sync
+from adb import drivers
 from adb.errors import InterfaceError
 from adb.url import make_target, parse_url
 
@@ -75,6 +76,29 @@ def test_keyword_form_and_aliases():
         make_target(None, None, {"host": "h"})
     with pytest.raises(InterfaceError, match="contradicts"):
         make_target("mysql://h/db", "psycopg2", {})
+    assert make_target(None, "psycopg", {}).driver == "psycopg"
+    assert make_target(None, "psycopg3", {}).driver == "psycopg"
+    assert make_target("postgresql+psycopg://h/db", "psycopg", {}).driver == "psycopg"
+    with pytest.raises(InterfaceError, match="contradicts"):
+        make_target("postgresql+psycopg://h/db", "psycopg2", {})
+
+
+def test_drivers_declare_themselves():
+    """The registry is what the driver modules declare: one default per family,
+    no name claimed twice, and each driver's URL scheme parses back to it."""
+    found = drivers.registry()
+    assert set(found) >= {"psycopg2", "psycopg", "pymysql", "sqlite3"}
+    for name, cls in found.items():
+        assert cls.info.module == name and drivers.canonical(name) == name
+        rest = "" if cls.info.family is drivers.Family.SQLITE else "h/db"
+        assert parse_url(f"{drivers.url_scheme(name)}://{rest}").driver == name
+    defaults = [cls.info.family for cls in found.values() if cls.info.default]
+    assert sorted(f.name for f in defaults) == ["MYSQL", "POSTGRESQL", "SQLITE"]
+    assert drivers.family("nosuch_module") is drivers.Family.OTHER
+    assert repr(parse_url("postgresql+psycopg://u:pw@h:5433/app")) == \
+        "Target('postgresql+psycopg://u:***@h:5433/app')"
+    with pytest.raises(InterfaceError, match=r"postgresql\+psycopg://"):
+        parse_url("oracle://h/db")
 
 
 @pytest.mark.parametrize("kwargs, fragment", [
@@ -102,6 +126,29 @@ def test_unknown_driver_keywords_fail_at_construction():
         adb.sync.Database("mysql://h/db?connect_timeout=soon")
 
 
+@pytest.mark.parametrize("url, kwargs, fragment", [
+    ("postgresql+psycopg://h/db", {"hots": "h"}, "bad PostgreSQL connection option.*hots"),
+    ("postgresql+psycopg://h/db?autocommit=1", {}, "autocommit= is adb's"),
+    ("postgresql+psycopg://h/db?row_factory=dict_row", {}, "row_factory= is adb's"),
+    ("postgresql+psycopg://h/db?prepare_threshold=soon", {}, "prepare_threshold='soon'"),
+    ("postgresql+psycopg://h/db", {"dbname": "other"}, "dbname= or database=, not both"),
+])
+def test_bad_psycopg_options_fail_at_construction(url, kwargs, fragment):
+    with pytest.raises(InterfaceError, match=fragment):
+        adb.sync.Database(url, **kwargs)
+
+
+def test_psycopg_options_are_normalised():
+    db = adb.sync.Database("postgresql+psycopg://h/app?prepare_threshold=none&connect_timeout=3")
+    try:
+        kwargs = db._driver.connect_kwargs
+        assert kwargs["dbname"] == "app" and "database" not in kwargs
+        assert kwargs["prepare_threshold"] is None and kwargs["connect_timeout"] == "3"
+        assert kwargs["keepalives_idle"] == 30  # adb's defaults where the URL is silent
+    finally:
+        db.close()
+
+
 def test_memory_sqlite_has_one_worker():
     db = adb.sync.Database("sqlite://")
     try:
@@ -122,10 +169,11 @@ def test_no_password_in_repr_str_or_errors():
     assert "secretpw" not in str(info.value)
 
 
-@pytest.mark.parametrize("kind", ["postgresql", "mysql"])
+@pytest.mark.parametrize("kind", ["postgresql", "psycopg", "mysql"])
 def test_failed_connect_shows_no_password(kind, caplog):
     caplog.set_level(logging.DEBUG)
     url = {"postgresql": "postgresql://u:{}@127.0.0.1:1/d?connect_timeout=1",
+           "psycopg": "postgresql+psycopg://u:{}@127.0.0.1:1/d?connect_timeout=1",
            "mysql": "mysql://u:{}@127.0.0.1:1/d?connect_timeout=1"}[kind]
     db = adb.sync.Database(url.format(quote(CANARY, safe="")), name="hidden", pool_size=1)
     try:

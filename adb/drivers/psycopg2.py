@@ -13,6 +13,10 @@ from . import _libpq
 from .base import Driver, DriverInfo, Family
 
 _VALUES = re.compile(r"\bvalues\s*\(", re.IGNORECASE)
+#: what the splitter does not parse (dollar quotes, comments, E'' escapes): left to executemany
+_UNPARSED = re.compile(r"\$|--|/\*|\bE'", re.IGNORECASE)
+#: one multi-row statement fails where row-by-row succeeds: a key twice in a page
+_DO_UPDATE = re.compile(r"\bdo\s+update\b", re.IGNORECASE)
 _PLACEHOLDER = re.compile(r"%[^%]")
 PAGE_SIZE = 1000
 
@@ -96,9 +100,15 @@ def split_values(sql):
     """Split ``INSERT ... VALUES (row template) [suffix]`` for execute_values.
 
     Returns ``(statement_with_one_%s, row_template)`` or None when the statement
-    is not a single-row insert whose only placeholders are in the VALUES row.
+    is not a single-row insert whose only placeholders are in the VALUES row, or
+    when batching could change its meaning: ``ON CONFLICT DO UPDATE`` fails on a
+    key that appears twice in one statement, where one statement per row updates.
+    Statements with what the splitter does not parse (dollar quotes, comments,
+    ``E''`` strings) are not split either.
     """
     if not isinstance(sql, str) or not sql.lstrip()[:6].lower() == "insert":
+        return None
+    if _UNPARSED.search(sql) or _DO_UPDATE.search(sql):
         return None
     match = _VALUES.search(sql)
     if match is None:
