@@ -10,17 +10,36 @@ import json
 import resource
 import sys
 
+from .scenarios import SCENARIOS
 from .systems import SYSTEMS
 from .systems.common import RunSpec
+from .worlds import world
+
+
+def run_system(system, spec):
+    """Run ``spec.scenario`` on ``system`` in this process; return its figures."""
+    if spec.scenario in system.runners:
+        return _resolve(system.runners[spec.scenario])(spec)
+    scenario = SCENARIOS[spec.scenario]
+    place = world(system.world_for(spec.kind), spec.pool_size)
+    opener = _resolve(system.opener)
+
+    async def main():
+        async with opener(spec, place, scenario.MIN_CONNECTIONS) as calls:
+            return await scenario.run(calls, spec)
+    return place.run(main)
+
+
+def _resolve(name):
+    module, function = name.split(":")
+    return getattr(importlib.import_module(module), function)
 
 
 def main(argv):
     request = json.loads(argv[0])
     system = SYSTEMS[request.pop("system")]
     spec = RunSpec(**request)
-    module_name, function = system.runner_for(spec.scenario)
-    runner = getattr(importlib.import_module(module_name), function)
-    result = runner(spec)
+    result = run_system(system, spec)
     # the main thread first, then the process: the process total read afterwards can
     # only be larger, so the main thread's share of it never comes out above 100%
     main = resource.getrusage(resource.RUSAGE_THREAD)

@@ -99,13 +99,16 @@ def kind_of(url):
 class ProgressUI:
     """A tqdm bar per system and round, filled by the row count as it grows."""
 
-    def __init__(self, width):
+    def __init__(self, width, headline):
         self.width = width
+        self.headline = headline  # the scenario's first field
 
     def start(self, system, round_, repeat, rows):
         from tqdm import tqdm
         bar = tqdm(total=rows, desc=f"{system:<{self.width}} round {round_}/{repeat}",
                    unit="row", leave=True, file=sys.stderr, dynamic_ncols=True)
+
+        headline = self.headline
 
         class Bar:
             def update_to(self, n):
@@ -114,7 +117,8 @@ class ProgressUI:
             def finish(self, ok, figures, error):
                 if ok:
                     bar.update(rows - bar.n)
-                    bar.set_postfix_str(f"{figures['rows_per_s']:,.0f} rows/s, "
+                    key, label, fmt = headline
+                    bar.set_postfix_str(f"{fmt.format(figures[key])} {label}, "
                                         f"{figures['peak_rss_mb']:.0f} MB")
                 else:
                     bar.set_postfix_str(f"FAILED: {error[:60]}")
@@ -145,13 +149,14 @@ def main(argv=None):
     print(f"{scenario.NAME} (seed {scenario.SEED}): {args.rows:,} rows, pool {args.pool_size}, "
           f"{args.repeat} round(s) on {_describe(url)}", file=sys.stderr)
     runs = harness.run_matrix(systems, scenario, url, args.rows, args.pool_size, args.repeat,
-                              args.timeout, ProgressUI(max(map(len, systems), default=10)))
+                              args.timeout, ProgressUI(max(map(len, systems), default=10),
+                                                         scenario.FIELDS[0]))
     summary = harness.summarise(runs)
     env = report.environment(url, kind)
     print()
     print(f"{scenario.NAME}: {args.rows:,} rows, pool {args.pool_size}, {args.repeat} round(s), "
           f"{env['server']}, {env['cpu_count']} CPUs, Python {env['python']}")
-    print(report.table(summary, unavailable))
+    print(report.table(summary, unavailable, scenario.FIELDS))
     if args.json:
         report.write_json(args.json, {
             "scenario": scenario.NAME, "seed": scenario.SEED, "argv": sys.argv[1:] if argv is None else argv,
@@ -163,10 +168,11 @@ def main(argv=None):
     title = (f"{scenario.NAME}, {args.rows:,} rows, pool {args.pool_size}, "
              f"{env['server'].split(',')[0]}, {env['cpu_count']} CPUs")
     if args.plot:
-        report.plot(args.plot, summary, title)
+        report.plot(args.plot, summary, title, scenario.FIELDS)
         print(f"chart: {args.plot}")
     if args.html:
-        report.html(args.html, title, report.table(summary, unavailable), env, summary)
+        report.html(args.html, title, report.table(summary, unavailable, scenario.FIELDS), env,
+                    summary, scenario.FIELDS)
         print(f"HTML report: {args.html}")
     if args.dburl is None:
         print("\nThat was the embedded default (SQLite). Compare on a server with\n"

@@ -41,27 +41,26 @@ def server_version(url, kind):
         return f"unknown ({type(exc).__name__})"
 
 
-def table(summary, unavailable, baseline="adbapi"):
-    """Rows/s median (min-max), seconds, peak RSS and ratios, one line per system."""
-    lines = []
-    head = (f"{'system':<22} {'rows/s median (min-max)':>28} {'seconds':>8} {'peak RSS':>9}"
-            f" {'CPU us/row':>10}")
-    base = summary.get(baseline, {}).get("rows_per_s", {}).get("median")
-    threads = summary.get("threads", {}).get("rows_per_s", {}).get("median")
-    head += f" {'x ' + baseline:>9} {'x threads':>9}"
-    lines += [head, "-" * len(head)]
+def table(summary, unavailable, fields, baselines=("adbapi", "threads")):
+    """One line per system: the scenario's ``fields`` (the first as median (min-max),
+    the rest as medians), then the headline's ratio to each baseline system."""
+    (key, label, fmt), rest = fields[0], fields[1:]
+    head = f"{'system':<22} {label + ' median (min-max)':>30}"
+    head += "".join(f" {name:>12}" for _, name, _ in rest)
+    bases = {b: summary.get(b, {}).get(key, {}).get("median") for b in baselines}
+    head += "".join(f" {'x ' + b:>10}" for b in baselines)
+    lines = [head, "-" * len(head)]
     for name, entry in summary.items():
-        if "rows_per_s" not in entry:
+        if key not in entry:
             lines.append(f"{name:<22} ERROR: {entry['errors'][0] if entry['errors'] else '?'}")
             continue
-        r, s, m = entry["rows_per_s"], entry["seconds"], entry.get("peak_rss_mb", {})
-        cell = f"{r['median']:,.0f} ({r['min']:,.0f}-{r['max']:,.0f})"
-        cpu = entry.get("cpu_us_per_row", {}).get("median", 0)
-        line = f"{name:<22} {cell:>28} {s['median']:>8.2f} {m.get('median', 0):>7.0f}MB {cpu:>10.0f}"
-        line += f" {_ratio(r['median'], base):>9} {_ratio(r['median'], threads):>9}"
-        if "insert_us" in entry:
-            line += (f"  insert {entry['insert_us']['median']:.0f} us,"
-                     f" select {entry['select_us']['median']:.0f} us per call")
+        r = entry[key]
+        cell = f"{fmt.format(r['median'])} ({fmt.format(r['min'])}-{fmt.format(r['max'])})"
+        line = f"{name:<22} {cell:>30}"
+        for other, _, other_fmt in rest:
+            value = entry.get(other, {}).get("median")
+            line += f" {other_fmt.format(value) if value is not None else '-':>12}"
+        line += "".join(f" {_ratio(r['median'], base):>10}" for base in bases.values())
         if entry["errors"]:
             line += f"  ({len(entry['errors'])} failed: {entry['errors'][0]})"
         lines.append(line)
@@ -81,15 +80,16 @@ def write_json(path, document):
         json.dump(document, f, indent=2, default=str)
 
 
-def plot(path, summary, title):
-    """Bar chart of rows/s (median, min-max whiskers) and peak RSS per system."""
+def plot(path, summary, title, fields):
+    """Bar chart of the headline field (median, min-max whiskers) and peak RSS per system."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    names = [n for n, e in summary.items() if "rows_per_s" in e]
+    key, label, _ = fields[0]
+    names = [n for n, e in summary.items() if key in e]
     if not names:
         return
-    rate = [summary[n]["rows_per_s"] for n in names]
+    rate = [summary[n][key] for n in names]
     rss = [summary[n].get("peak_rss_mb", {}).get("median", 0) for n in names]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 0.45 * len(names) + 1.8))
     y = range(len(names))
@@ -99,7 +99,7 @@ def plot(path, summary, title):
     ax1.barh(y, medians, xerr=errors, color="#4878a8", capsize=3)
     ax1.set_yticks(list(y), names)
     ax1.invert_yaxis()
-    ax1.set_xlabel("rows/s (median; whiskers min-max)")
+    ax1.set_xlabel(f"{label} (median; whiskers min-max)")
     ax2.barh(y, rss, color="#a86848")
     ax2.set_yticks(list(y), [""] * len(names))
     ax2.invert_yaxis()
@@ -110,7 +110,7 @@ def plot(path, summary, title):
     plt.close(fig)
 
 
-def html(path, title, text_table, env, summary):
+def html(path, title, text_table, env, summary, fields):
     """A single self-contained page: the table, the chart (inline SVG) and the environment."""
     import html as escape
     import io
@@ -118,7 +118,7 @@ def html(path, title, text_table, env, summary):
     try:
         buffer = io.StringIO()
         svg_path = path + ".svg"
-        plot(svg_path, summary, title)
+        plot(svg_path, summary, title, fields)
         with open(svg_path) as f:
             buffer.write(f.read())
         os.remove(svg_path)

@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -79,11 +80,11 @@ def test_a_wrong_result_is_an_error_not_a_figure(tmp_path):
         prepare = staticmethod(pi.prepare)
 
         @staticmethod
-        def verify(url, rows):
-            pi.verify(url, rows + 1)
+        def verify(url, rows, figures=None):
+            pi.verify(url, rows + 1, figures)
     url = f"sqlite:///{tmp_path}/w.db"
     ok, figures, error = harness.run_once("adb-asyncio", Expects_one_more, url, 50, 2, 60)
-    assert not ok and error.startswith("wrong result: expected 51 rows")
+    assert not ok and error == "wrong result: 50 calls reported success, not 51"
     runs = [harness.Run("a", 1, False, figures, error), harness.Run("a", 2, True, figures)]
     summary = harness.summarise(runs)
     assert summary["a"]["errors"] == [error] and summary["a"]["rows_per_s"]["median"] > 0
@@ -141,19 +142,47 @@ def test_seed_flag_form_runs_against_the_servers(kind, tmp_path):
 
 
 @pytest.mark.parametrize("kind", ["postgresql", "mysql", "sqlite"])
-def test_sequential_scenario_reports_microseconds_per_call(kind, tmp_path):
+def test_sequential_scenario_runs_on_every_system_unchanged(kind, tmp_path):
+    """A scenario is written once: every opener system runs it; only the C client,
+    which is a program and not an opener, says it has no runner for it."""
     url = f"sqlite:///{tmp_path}/s.db" if kind == "sqlite" else URLS[kind]
     if kind != "sqlite":
         require_server(kind)
-    natives = {"postgresql": ",asyncpg,aiopg", "mysql": ",aiomysql", "sqlite": ""}[kind]
-    systems = "adb-asyncio,adb-sync,threads,executor" + natives
     out = tmp_path / "seq.json"
     assert cli.main(["--scenario", "sequential", "--dburl", url, "--rows", "150",
-                     "--systems", systems, "--json", str(out)]) == 0
-    summary = json.loads(out.read_text())["summary"]
-    assert set(summary) == set(systems.split(","))
+                     "--pool_size", "4", "--json", str(out)]) == 0
+    document = json.loads(out.read_text())
+    summary, unavailable = document["summary"], document["unavailable"]
+    assert set(summary) | set(unavailable) == set(SYSTEMS)
+    assert all("does not talk" in r or r == "has no sequential runner"
+               for r in unavailable.values()), unavailable
     for entry in summary.values():
         assert entry["insert_us"]["median"] > 0 and entry["select_us"]["median"] > 0
+        assert entry["errors"] == []
+
+
+def test_blocking_world_runs_calls_from_its_threads_in_order():
+    import threading
+
+    from benchmarks.worlds import BlockingWorld, Done, drive
+    world = BlockingWorld(threads=3)
+    seen = set()
+
+    def call(item):
+        seen.add(threading.get_ident())
+        time.sleep(0.001)  # a blocking call: the other callers take items meanwhile
+        return Done(item * 2)
+
+    async def main():
+        return await world.map(call, range(300))
+    assert world.run(main) == [i * 2 for i in range(300)]
+    assert len(seen) == 3 and threading.get_ident() not in seen
+
+    async def waits_for_a_future():
+        import asyncio
+        await asyncio.sleep(0)
+    with pytest.raises(RuntimeError, match="not settled"):
+        drive(waits_for_a_future())
 
 
 def test_ab_compares_trees_in_child_processes(tmp_path):

@@ -1,11 +1,20 @@
-"""Scenarios: one module per published experiment.
+"""Scenarios: one module per published experiment, written once for every system.
 
-A scenario module defines ``NAME``, ``SEED``, ``DESCRIPTION``, ``prepare(target,
-rows)`` (run by the harness before each run, in the parent process),
-``verify(target, rows)`` (after each run; raises ``WrongResult``) and
-``statement(paramstyle)`` / ``params(rows)`` (what the systems execute). A system's
-runner ``function`` serves parallel-insert; ``function_<scenario>`` serves another
-scenario (``-`` read as ``_``); a system without one says it cannot run it.
+A scenario module defines:
+
+- ``NAME``, ``SEED``, ``DESCRIPTION``, and ``TABLE`` (whose row count the progress
+  bar follows);
+- ``MIN_CONNECTIONS``: connections a system opens before the run (None: all);
+- ``FIELDS``: ``(key, label, format)`` of the figures the report shows, the first
+  one the headline (ratios, chart, progress bar);
+- ``prepare(url, rows)``: run by the harness before each run, in the parent;
+- ``async def run(calls, spec)``: the experiment, in the child, over the system's
+  ``Calls`` (``benchmarks.systems.common``) in the system's world
+  (``benchmarks.worlds``); returns a dict of figures;
+- ``verify(url, rows, figures)``: after each run; raises ``WrongResult``, which
+  makes the run an error, never a figure.
+
+A new scenario is its module and a line below; no system needs a change.
 """
 
 from . import parallel_insert, sequential

@@ -6,12 +6,19 @@ first completes; afterwards the parent checks the count, the key sum and the
 data column.
 """
 
+import time
+
 import adb.sync
 
 NAME = "parallel-insert"
 SEED = "000"
 DESCRIPTION = "N single-row inserts fired at once, pool of 10 (seed 000)"
 TABLE = "benchmark"
+#: connections each system opens before the clock starts (None: all pool_size)
+MIN_CONNECTIONS = None
+#: what the report shows: (key, label, format); the first is the headline, with ratios
+FIELDS = (("rows_per_s", "rows/s", "{:,.0f}"), ("seconds", "seconds", "{:.2f}"),
+          ("peak_rss_mb", "peak RSS MB", "{:.0f}"), ("cpu_us_per_row", "CPU us/row", "{:.0f}"))
 _AS_TEXT = {"psycopg2": "cast(userid as varchar(100))", "pymysql": "cast(userid as char)",
             "sqlite3": "cast(userid as text)"}
 
@@ -25,6 +32,22 @@ def params(rows):
     return [(i, str(i)) for i in range(rows)]
 
 
+async def run(calls, spec):
+    """Warm every connection, then fire all N inserts at once and wait for them."""
+    sql = statement(calls.paramstyle)
+    rows = params(spec.rows)
+    await calls.map(lambda _: calls.query("select 1"), range(spec.pool_size * 2))
+    start = time.perf_counter()
+    done = await calls.map(lambda p: calls.execute(sql, p), rows)
+    seconds = time.perf_counter() - start
+    figures = {"seconds": seconds, "ok_calls": len(done), "rows_per_s": spec.rows / seconds}
+    if calls.stats is not None:
+        stats = calls.stats()
+        figures.update(wakeups=stats["wakeups"], polls=stats.get("polls"),
+                       largest_batch=stats["largest_batch"])
+    return figures
+
+
 def prepare(url, rows):
     with adb.sync.Database(url, pool_size=1) as db:
         db.runOperation(f"drop table if exists {TABLE}")
@@ -32,9 +55,12 @@ def prepare(url, rows):
                         "data varchar(100))")
 
 
-def verify(url, rows):
-    """Raise WrongResult unless exactly the N expected rows are there."""
+def verify(url, rows, figures=None):
+    """Raise WrongResult unless every call reported success and exactly the N
+    expected rows are there."""
     from . import WrongResult
+    if figures is not None and figures.get("ok_calls") != rows:
+        raise WrongResult(f"{figures.get('ok_calls')} calls reported success, not {rows}")
     with adb.sync.Database(url, pool_size=1) as db:
         text = _AS_TEXT[db.dbapi.__name__]
         (count, key_sum, bad), = db.runQuery(

@@ -14,6 +14,9 @@ NAME = "sequential"
 SEED = "001"
 DESCRIPTION = "one caller: N inserts, then N selects by key, one at a time (seed 001)"
 TABLE = parallel_insert.TABLE
+MIN_CONNECTIONS = 1
+FIELDS = (("rows_per_s", "rows/s", "{:,.0f}"), ("insert_us", "insert us", "{:.0f}"),
+          ("select_us", "select us", "{:.0f}"), ("peak_rss_mb", "peak RSS MB", "{:.0f}"))
 statement = parallel_insert.statement
 params = parallel_insert.params
 prepare = parallel_insert.prepare
@@ -25,28 +28,17 @@ def select_statement(paramstyle):
     return f"select data from {TABLE} where userid = {mark}"
 
 
-def figures(insert_seconds, select_seconds, rows):
-    return {"seconds": insert_seconds + select_seconds, "ok_calls": rows,
-            "insert_us": insert_seconds / rows * 1e6, "select_us": select_seconds / rows * 1e6}
-
-
-def run_blocking(rows, insert, select):
-    """Time ``insert(params)`` for every row, then ``select(key)`` for every key."""
+async def run(calls, spec):
+    """One caller: every insert awaited before the next, then every select."""
+    insert, select = statement(calls.paramstyle), select_statement(calls.paramstyle)
+    await calls.query("select 1")
     start = time.perf_counter()
-    for p in params(rows):
-        insert(p)
+    for p in params(spec.rows):
+        await calls.execute(insert, p)
     middle = time.perf_counter()
-    for key in range(rows):
-        select(key)
-    return figures(middle - start, time.perf_counter() - middle, rows)
-
-
-async def run_async(rows, insert, select):
-    """``run_blocking`` for awaitable calls (futures, coroutines, Deferreds under Twisted)."""
-    start = time.perf_counter()
-    for p in params(rows):
-        await insert(p)
-    middle = time.perf_counter()
-    for key in range(rows):
-        await select(key)
-    return figures(middle - start, time.perf_counter() - middle, rows)
+    for key in range(spec.rows):
+        await calls.query(select, (key,))
+    end = time.perf_counter()
+    return {"seconds": end - start, "ok_calls": spec.rows, "rows_per_s": spec.rows / (end - start),
+            "insert_us": (middle - start) / spec.rows * 1e6,
+            "select_us": (end - middle) / spec.rows * 1e6}

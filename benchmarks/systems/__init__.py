@@ -1,14 +1,18 @@
 """Systems under test: what a user would pick to do the same work.
 
-Each system names the modules it needs and the databases it can talk to; its
-runner (``"module:function"``, resolved in the child process) takes a
-``RunSpec`` and returns ``{"seconds": ..., "ok_calls": ...}`` plus anything
-it wants to report. A system that cannot run here is reported with the reason.
+A system is an *opener* in a *world*: ``opener(spec, world, min_size)`` is an async
+context manager that connects in the system's own world (an asyncio loop, a
+Tornado IOLoop, a Twisted reactor, plain threads; see ``benchmarks.worlds``) and
+yields its ``Calls``. Every scenario is written once over those calls, so a new
+scenario needs nothing here. A system that cannot be an opener (a C client that
+runs its own program) names a ``runner`` per scenario instead. A system that
+cannot run here is reported with the reason.
 """
 
 import dataclasses
 import importlib.util
 import shutil
+from typing import Mapping, Union
 
 
 @dataclasses.dataclass(frozen=True)
@@ -16,25 +20,21 @@ class System:
     name: str
     label: str
     kinds: tuple            # "postgresql", "mysql", "sqlite"
-    runner: str             # "benchmarks.systems.module:function", per kind via {kind}
+    opener: str = ""        # "benchmarks.systems.module:open_x"
+    world: Union[str, Mapping[str, str]] = "asyncio"  # or {kind: world}
     requires: tuple = ()    # importable modules
-    programs: tuple = ()    # executables on PATH
+    programs: tuple = ()    # executables on PATH, "{kind}" filled in
     note: str = ""
+    runners: Mapping[str, str] = dataclasses.field(default_factory=dict)  # scenario -> "m:f"
 
-    def runner_for(self, scenario):
-        """``(module, function name)`` running ``scenario``."""
-        module, function = self.runner.split(":")
-        if scenario != "parallel-insert":
-            function += "_" + scenario.replace("-", "_")
-        return module, function
+    def world_for(self, kind):
+        return self.world if isinstance(self.world, str) else self.world[kind]
 
     def unavailable(self, kind, scenario="parallel-insert"):
         """None if this system can run ``scenario`` against ``kind`` here, else why."""
         if kind not in self.kinds:
             return f"does not talk to {kind}"
-        module, function = self.runner_for(scenario)
-        if importlib.util.find_spec(module) and not hasattr(importlib.import_module(module),
-                                                            function):
+        if not self.opener and scenario not in self.runners:
             return f"has no {scenario} runner"
         for module in self.requires:
             if importlib.util.find_spec(module) is None:
@@ -45,45 +45,46 @@ class System:
         return None
 
 
+_M = "benchmarks.systems"
 ALL = ("postgresql", "mysql", "sqlite")
 SERVERS = ("postgresql", "mysql")
 
 SYSTEMS = {s.name: s for s in [
-    System("adb-asyncio", "adb, asyncio", ALL, "benchmarks.systems.adb_fronts:asyncio_run"),
-    System("adb-tornado", "adb, Tornado", ALL, "benchmarks.systems.adb_fronts:tornado_run",
+    System("adb-asyncio", "adb, asyncio", ALL, f"{_M}.adb_fronts:open_asyncio"),
+    System("adb-tornado", "adb, Tornado", ALL, f"{_M}.adb_fronts:open_tornado", "tornado",
            requires=("tornado",)),
-    System("adb-twisted", "adb, Twisted (default reactor)", ALL,
-           "benchmarks.systems.twisted_pools:adb_default", requires=("twisted",)),
+    System("adb-twisted", "adb, Twisted (default reactor)", ALL, f"{_M}.twisted_pools:open_adb",
+           "twisted", requires=("twisted",)),
     System("adb-twisted-asyncio", "adb, Twisted (asyncio reactor)", ALL,
-           "benchmarks.systems.twisted_pools:adb_asyncio", requires=("twisted",)),
+           f"{_M}.twisted_pools:open_adb", "twisted-asyncio", requires=("twisted",)),
     System("adb-sync", "adb, sync front-end from pool_size threads", ALL,
-           "benchmarks.systems.adb_fronts:sync_run"),
-    System("adbapi", "Twisted adbapi, same driver", ALL,
-           "benchmarks.systems.twisted_pools:adbapi_default", requires=("twisted",),
-           note="begin/insert/commit per call, as adbapi does"),
+           f"{_M}.adb_fronts:open_sync", "blocking"),
+    System("adbapi", "Twisted adbapi, same driver", ALL, f"{_M}.twisted_pools:open_adbapi",
+           "twisted", requires=("twisted",), note="begin/insert/commit per call, as adbapi does"),
     System("adbapi-asyncio", "Twisted adbapi on the asyncio reactor", ALL,
-           "benchmarks.systems.twisted_pools:adbapi_asyncio", requires=("twisted",)),
+           f"{_M}.twisted_pools:open_adbapi", "twisted-asyncio", requires=("twisted",)),
     System("adbapi-autocommit", "Twisted adbapi, driver in autocommit (cp_openfun)", SERVERS,
-           "benchmarks.systems.twisted_pools:adbapi_autocommit", requires=("twisted",),
+           f"{_M}.twisted_pools:open_adbapi_autocommit", "twisted", requires=("twisted",),
            note="adbapi tuned: one round trip per insert, like adb"),
-    System("threads", "plain blocking threads, same driver", ALL,
-           "benchmarks.systems.threads:run"),
+    System("threads", "plain blocking threads, same driver", ALL, f"{_M}.threads:open_threads",
+           "blocking"),
     System("executor", "asyncio run_in_executor, a thread pool of the same driver", ALL,
-           "benchmarks.systems.asyncio_drivers:executor_run",
+           f"{_M}.asyncio_drivers:open_executor",
            note="one future and one loop wake-up per call: the naive hand-off"),
     System("txmysql-role", "txMySQL's role: aiomysql on Twisted's asyncio reactor (MariaDB), "
-           "txpostgres (PostgreSQL)", SERVERS, "benchmarks.systems.txmysql_role:run",
+           "txpostgres (PostgreSQL)", SERVERS, f"{_M}.txmysql_role:open_role",
+           {"mysql": "twisted-asyncio", "postgresql": "twisted"},
            requires=("twisted", "aiomysql", "txpostgres"),
            note="txMySQL is Python 2 only and unpublished: its successors stand in"),
-    System("asyncpg", "asyncpg pool", ("postgresql",), "benchmarks.systems.asyncio_drivers:asyncpg_run",
+    System("asyncpg", "asyncpg pool", ("postgresql",), f"{_M}.asyncio_drivers:open_asyncpg",
            requires=("asyncpg",)),
-    System("aiopg", "aiopg pool", ("postgresql",), "benchmarks.systems.asyncio_drivers:aiopg_run",
+    System("aiopg", "aiopg pool", ("postgresql",), f"{_M}.asyncio_drivers:open_aiopg",
            requires=("aiopg",)),
     System("psycopg3", "psycopg 3 AsyncConnectionPool (autocommit)", ("postgresql",),
-           "benchmarks.systems.asyncio_drivers:psycopg3_run", requires=("psycopg", "psycopg_pool")),
+           f"{_M}.asyncio_drivers:open_psycopg3", requires=("psycopg", "psycopg_pool")),
     System("aiomysql", "aiomysql pool (autocommit)", ("mysql",),
-           "benchmarks.systems.asyncio_drivers:aiomysql_run", requires=("aiomysql",)),
+           f"{_M}.asyncio_drivers:open_aiomysql", requires=("aiomysql",)),
     System("c-client", "the limit: pgbench / mysqlslap, same inserts and concurrency", SERVERS,
-           "benchmarks.systems.cclients:run", programs=("pgbench", "mysqlslap"),
-           note="C clients; keys from a server-side sequence"),
+           programs=("pgbench", "mysqlslap"), note="C clients; keys from a server-side sequence",
+           runners={"parallel-insert": f"{_M}.cclients:run"}),
 ]}

@@ -1,42 +1,23 @@
 """asyncio-native drivers (asyncpg, aiopg, psycopg 3's async pool, aiomysql) and
 asyncio's own answer for a blocking driver (``loop.run_in_executor``).
 
-Each gets a pool of pool_size connections in autocommit (one round trip per
-insert, as adb). Per system, one ``open_*`` context manager gives the pool as an
-``execute(query, params=None, fetch=False)`` function returning an awaitable; the
-two scenarios are written once on top of it.
+Each gets a pool of pool_size connections (``min_size`` of them opened at start)
+in autocommit: one round trip per insert, as adb. Each ``open_*`` opener yields
+the pool's ``Calls``.
 """
 
 import asyncio
 import contextlib
 import threading
-import time
 
-from ..scenarios import parallel_insert as pi
-from ..scenarios import sequential as seq
+from .common import Calls
 
 
-def _parallel(spec, opener):
-    """Seed 000 on any driver: warm the pool, then gather every insert at once."""
-    async def main():
-        async with opener(spec, spec.pool_size) as execute:
-            sql = pi.statement(spec.paramstyle())
-            await asyncio.gather(*(execute("select 1") for _ in range(spec.pool_size * 2)))
-            start = time.perf_counter()
-            done = await asyncio.gather(*(execute(sql, p) for p in pi.params(spec.rows)))
-            return {"seconds": time.perf_counter() - start, "ok_calls": len(done)}
-    return asyncio.run(main())
-
-
-def _sequential(spec, opener):
-    """Seed 001 on any driver: one caller, inserts then selects, one at a time."""
-    async def main():
-        async with opener(spec, 1) as execute:
-            style = spec.paramstyle()
-            insert, select = seq.statement(style), seq.select_statement(style)
-            return await seq.run_async(spec.rows, lambda p: execute(insert, p),
-                                       lambda key: execute(select, (key,), True))
-    return asyncio.run(main())
+def _calls(world, execute, paramstyle="format"):
+    """Calls over one ``execute(query, params=None, fetch=False)`` function."""
+    return Calls(execute=lambda query, params=None: execute(query, params),
+                 query=lambda query, params=None: execute(query, params, True),
+                 map=world.map, paramstyle=paramstyle)
 
 
 def _dsn(spec):
@@ -45,16 +26,17 @@ def _dsn(spec):
 
 
 @contextlib.asynccontextmanager
-async def open_asyncpg(spec, min_size):
+async def open_asyncpg(spec, world, min_size):
     import asyncpg
-    pool = await asyncpg.create_pool(min_size=min_size, max_size=spec.pool_size,
+    pool = await asyncpg.create_pool(min_size=min_size or spec.pool_size, max_size=spec.pool_size,
                                      **spec.connect_kwargs())
 
-    def execute(query, params=(), fetch=False):
+    def execute(query, params=None, fetch=False):
         query = _dollar_placeholders(query)
+        params = params or ()
         return pool.fetch(query, *params) if fetch else pool.execute(query, *params)
     try:
-        yield execute
+        yield _calls(world, execute)
     finally:
         await pool.close()
 
@@ -67,9 +49,10 @@ def _dollar_placeholders(query):
 
 
 @contextlib.asynccontextmanager
-async def open_aiopg(spec, min_size):
+async def open_aiopg(spec, world, min_size):
     import aiopg
-    pool = await aiopg.create_pool(_dsn(spec), minsize=min_size, maxsize=spec.pool_size)
+    pool = await aiopg.create_pool(_dsn(spec), minsize=min_size or spec.pool_size,
+                                   maxsize=spec.pool_size)
 
     async def execute(query, params=None, fetch=False):
         async with pool.acquire() as conn:
@@ -78,16 +61,17 @@ async def open_aiopg(spec, min_size):
                 if fetch:
                     return await cur.fetchall()
     try:
-        yield execute
+        yield _calls(world, execute)
     finally:
         pool.close()
         await pool.wait_closed()
 
 
 @contextlib.asynccontextmanager
-async def open_psycopg3(spec, min_size):
+async def open_psycopg3(spec, world, min_size):
     from psycopg_pool import AsyncConnectionPool
-    pool = AsyncConnectionPool(_dsn(spec), min_size=min_size, max_size=spec.pool_size,
+    pool = AsyncConnectionPool(_dsn(spec), min_size=min_size or spec.pool_size,
+                               max_size=spec.pool_size,
                                kwargs={"autocommit": True}, open=False)
     await pool.open(wait=True)
 
@@ -97,7 +81,7 @@ async def open_psycopg3(spec, min_size):
             if fetch:
                 return await cur.fetchall()
     try:
-        yield execute
+        yield _calls(world, execute)
     finally:
         await pool.close()
 
@@ -120,17 +104,18 @@ async def aiomysql_execute(pool, query, params=None, fetch=False):
 
 
 @contextlib.asynccontextmanager
-async def open_aiomysql(spec, min_size):
+async def open_aiomysql(spec, world, min_size):
     pool = await aiomysql_pool(spec, min_size)
     try:
-        yield lambda query, params=None, fetch=False: aiomysql_execute(pool, query, params, fetch)
+        yield _calls(world, lambda query, params=None, fetch=False:
+                     aiomysql_execute(pool, query, params, fetch))
     finally:
         pool.close()
         await pool.wait_closed()
 
 
 @contextlib.asynccontextmanager
-async def open_executor(spec, min_size):
+async def open_executor(spec, world, min_size):
     """What you would write without adb: ``loop.run_in_executor`` on a
     ``ThreadPoolExecutor`` of pool_size threads, each opening its own connection
     on first use. One concurrent future and one loop wake-up per call (Motor's
@@ -153,48 +138,8 @@ async def open_executor(spec, min_size):
     loop = asyncio.get_running_loop()
     try:
         with ThreadPoolExecutor(spec.pool_size) as executor:
-            yield lambda query, params=None, fetch=False: loop.run_in_executor(
-                executor, run, query, params, fetch)
+            yield _calls(world, lambda query, params=None, fetch=False: loop.run_in_executor(
+                executor, run, query, params, fetch), spec.paramstyle())
     finally:
         for conn in opened:
             conn.close()
-
-
-def executor_run(spec):
-    return _parallel(spec, open_executor)
-
-
-def executor_run_sequential(spec):
-    return _sequential(spec, open_executor)
-
-
-def asyncpg_run(spec):
-    return _parallel(spec, open_asyncpg)
-
-
-def aiopg_run(spec):
-    return _parallel(spec, open_aiopg)
-
-
-def psycopg3_run(spec):
-    return _parallel(spec, open_psycopg3)
-
-
-def aiomysql_run(spec):
-    return _parallel(spec, open_aiomysql)
-
-
-def asyncpg_run_sequential(spec):
-    return _sequential(spec, open_asyncpg)
-
-
-def aiopg_run_sequential(spec):
-    return _sequential(spec, open_aiopg)
-
-
-def psycopg3_run_sequential(spec):
-    return _sequential(spec, open_psycopg3)
-
-
-def aiomysql_run_sequential(spec):
-    return _sequential(spec, open_aiomysql)

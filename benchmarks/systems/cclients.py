@@ -32,7 +32,8 @@ def run(spec):
     for count, per in _split(spec.rows, clients):
         seconds += runner(spec, count, per)
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    return {"seconds": seconds, "ok_calls": spec.rows, "peak_rss_mb": peak,
+    return {"seconds": seconds, "ok_calls": spec.rows, "rows_per_s": spec.rows / seconds,
+            "peak_rss_mb": peak,
             "client": runner.__name__.lstrip("_")}
 
 

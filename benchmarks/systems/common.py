@@ -1,8 +1,10 @@
-"""What every system runner gets, and helpers they share."""
+"""What a system's opener gets (``RunSpec``) and gives (``Calls``), and helpers
+the openers share."""
 
 import dataclasses
 import queue
 import threading
+from typing import Any, Callable, Optional
 
 from adb.url import parse_url
 
@@ -34,6 +36,23 @@ class RunSpec:
 
     def paramstyle(self):
         return "qmark" if self.kind == "sqlite" else "format"
+
+
+@dataclasses.dataclass(frozen=True)
+class Calls:
+    """What an opener hands a scenario: the system's calls, in its world.
+
+    ``execute(sql, params=None)`` and ``query(sql, params=None)`` return what
+    the world awaits (a future, a Deferred, or an already-settled ``Done``);
+    ``map(fn, items)`` runs ``fn(item)`` for every item as concurrently as the
+    world allows; ``stats`` gives adb's pool figures where there is a pool to ask.
+    """
+
+    execute: Callable[..., Any]
+    query: Callable[..., Any]
+    map: Callable[..., Any]
+    paramstyle: str
+    stats: Optional[Callable[[], dict]] = None
 
 
 def connect(spec, autocommit=True):

@@ -1,47 +1,44 @@
-"""Plain blocking threads: pool_size threads, one driver connection each,
-taking rows from one queue. What an async design has to beat."""
+"""Plain blocking threads: each caller thread of the blocking world uses its own
+driver connection, no pool in between. What an async design has to beat; with one
+caller (seed 001) it is the blocking driver alone."""
 
-import time
+import contextlib
+import threading
 
-from ..scenarios import parallel_insert as pi
-from .common import connect, job_queue, run_in_threads
-
-
-def run(spec):
-    connections = [connect(spec) for _ in range(spec.pool_size)]
-    sql = pi.statement("qmark" if spec.kind == "sqlite" else "format")
-    jobs = job_queue(pi.params(spec.rows), spec.pool_size)
-    done = [0] * spec.pool_size
-
-    def worker(index):
-        cursor = connections[index].cursor()
-        get, execute = jobs.get, cursor.execute
-        while True:
-            params = get()
-            if params is None:
-                return
-            execute(sql, params)
-            done[index] += 1
-    start = time.perf_counter()
-    run_in_threads(spec.pool_size, worker)
-    seconds = time.perf_counter() - start
-    for conn in connections:
-        conn.close()
-    return {"seconds": seconds, "ok_calls": sum(done)}
+from ..worlds import Done
+from .common import Calls, connect
 
 
-def run_sequential(spec):
-    """The blocking driver alone, one connection, no threads: the floor for seed 001."""
-    from ..scenarios import sequential as seq
-    conn = connect(spec)
-    cursor = conn.cursor()
-    style = "qmark" if spec.kind == "sqlite" else "format"
-    insert, select = seq.statement(style), seq.select_statement(style)
+@contextlib.asynccontextmanager
+async def open_threads(spec, world, min_size):
+    spare = [connect(spec) for _ in range(spec.pool_size if min_size is None else min_size)]
+    opened = list(spare)
+    local = threading.local()
+    lock = threading.Lock()
 
-    def select_one(key):
-        cursor.execute(select, (key,))
-        return cursor.fetchall()
+    def cursor():
+        cur = getattr(local, "cursor", None)
+        if cur is None:
+            with lock:
+                conn = spare.pop() if spare else None
+            if conn is None:
+                conn = connect(spec)
+                with lock:
+                    opened.append(conn)
+            cur = local.cursor = conn.cursor()
+        return cur
+
+    def execute(sql, params=None):
+        cur = cursor()
+        cur.execute(sql) if params is None else cur.execute(sql, params)
+        return Done(cur.rowcount)
+
+    def query(sql, params=None):
+        cur = cursor()
+        cur.execute(sql) if params is None else cur.execute(sql, params)
+        return Done(cur.fetchall())
     try:
-        return seq.run_blocking(spec.rows, lambda p: cursor.execute(insert, p), select_one)
+        yield Calls(execute, query, world.map, spec.paramstyle())
     finally:
-        conn.close()
+        for conn in opened:
+            conn.close()

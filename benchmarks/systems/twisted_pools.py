@@ -1,91 +1,47 @@
-"""Twisted: adb's ConnectionPool and stock adbapi, on the default or asyncio reactor.
+"""Twisted: adb's ConnectionPool and stock adbapi, on the default or asyncio
+reactor (the system's world says which). Each opener yields the pool's Calls."""
 
-A reactor runs once per process, which the harness guarantees (one process per run).
-"""
+import contextlib
 
-import time
-
-from ..scenarios import parallel_insert as pi
+from .common import Calls, sqlite_settings
 
 
-def _install_asyncio_reactor():
-    import asyncio
-
-    from twisted.internet import asyncioreactor
-    loop = asyncio.new_event_loop()
-    asyncio.set_event_loop(loop)
-    asyncioreactor.install(loop)
-
-
-def _pool_args(spec):
+def _pool(spec, pool_class, min_size, **pool_kw):
     kwargs = spec.connect_kwargs()
     if spec.driver == "sqlite3":
         kwargs["check_same_thread"] = False
-    return (spec.driver,), kwargs
+    size = spec.pool_size
+    return pool_class(spec.driver, cp_min=size if min_size is None else min_size, cp_max=size,
+                      **pool_kw, **kwargs)
 
 
-def run_reactor(main):
-    """Run ``main()`` (a Deferred or coroutine giving a dict of figures) on the
-    reactor, stop it, and return the dict; an error in ``main`` is raised here."""
-    from twisted.internet import defer, reactor
-    result = {}
-
-    def start():
-        d = defer.ensureDeferred(main())
-        d.addCallbacks(result.update, lambda f: result.setdefault("error", f.getErrorMessage()))
-        d.addBoth(lambda _: reactor.stop())
-    reactor.callWhenRunning(start)
-    reactor.run()
-    if "error" in result:
-        raise RuntimeError(result["error"])
-    return result
+@contextlib.contextmanager
+def _opened(pool, world, spec):
+    try:
+        yield Calls(execute=pool.runOperation, query=pool.runQuery, map=world.map,
+                    paramstyle=spec.paramstyle(), stats=getattr(pool, "stats", None))
+    finally:
+        pool.close()
 
 
-def _run(spec, pool_class, **pool_kw):
-    from twisted.internet import defer
-    args, kwargs = _pool_args(spec)
-    pool = pool_class(*args, cp_min=spec.pool_size, cp_max=spec.pool_size, **pool_kw, **kwargs)
-    sql = pi.statement("qmark" if spec.kind == "sqlite" else "format")
-    rows = pi.params(spec.rows)
-
-    async def main():
-        try:
-            await defer.gatherResults([pool.runQuery("select 1") for _ in range(spec.pool_size * 2)])
-            start = time.perf_counter()
-            done = await defer.gatherResults([pool.runOperation(sql, p) for p in rows])
-            result = {"seconds": time.perf_counter() - start, "ok_calls": len(done)}
-            if hasattr(pool, "stats"):
-                result["wakeups"] = pool.stats()["wakeups"]
-            return result
-        finally:
-            pool.close()
-    return run_reactor(main)
-
-
-def adb_default(spec):
+@contextlib.asynccontextmanager
+async def open_adb(spec, world, min_size):
     from adb.twisted import ConnectionPool
-    return _run(spec, ConnectionPool)
+    with _opened(_pool(spec, ConnectionPool, min_size), world, spec) as calls:
+        yield calls
 
 
-def adb_asyncio(spec):
-    _install_asyncio_reactor()
-    return adb_default(spec)
-
-
-def adbapi_default(spec):
+@contextlib.asynccontextmanager
+async def open_adbapi(spec, world, min_size):
     from twisted.enterprise.adbapi import ConnectionPool
-    if spec.kind == "sqlite":
-        from .common import sqlite_settings
-        return _run(spec, ConnectionPool, cp_openfun=sqlite_settings)
-    return _run(spec, ConnectionPool)
+    extra = {"cp_openfun": sqlite_settings} if spec.kind == "sqlite" else {}
+    with _opened(_pool(spec, ConnectionPool, min_size, **extra), world, spec) as calls:
+        yield calls
 
 
-def adbapi_asyncio(spec):
-    _install_asyncio_reactor()
-    return adbapi_default(spec)
-
-
-def adbapi_autocommit(spec):
+@contextlib.asynccontextmanager
+async def open_adbapi_autocommit(spec, world, min_size):
+    """adbapi tuned as adb runs: the driver in autocommit, set by ``cp_openfun``."""
     from twisted.enterprise.adbapi import ConnectionPool
 
     def autocommit(conn):
@@ -93,31 +49,6 @@ def adbapi_autocommit(spec):
             conn.autocommit(True)
         else:
             conn.autocommit = True
-    return _run(spec, ConnectionPool, cp_openfun=autocommit)
-
-
-def _sequential(spec, pool_class, **pool_kw):
-    from ..scenarios import sequential as seq
-    args, kwargs = _pool_args(spec)
-    pool = pool_class(*args, cp_min=1, cp_max=spec.pool_size, **pool_kw, **kwargs)
-    style = "qmark" if spec.kind == "sqlite" else "format"
-
-    async def main():
-        insert, select = seq.statement(style), seq.select_statement(style)
-        try:
-            await pool.runQuery("select 1")
-            return await seq.run_async(spec.rows, lambda p: pool.runOperation(insert, p),
-                                       lambda key: pool.runQuery(select, (key,)))
-        finally:
-            pool.close()
-    return run_reactor(main)
-
-
-def adb_default_sequential(spec):
-    from adb.twisted import ConnectionPool
-    return _sequential(spec, ConnectionPool)
-
-
-def adbapi_default_sequential(spec):
-    from twisted.enterprise.adbapi import ConnectionPool
-    return _sequential(spec, ConnectionPool)
+    with _opened(_pool(spec, ConnectionPool, min_size, cp_openfun=autocommit), world,
+                 spec) as calls:
+        yield calls

@@ -5,63 +5,48 @@ its row: on MariaDB, aiomysql driven from Twisted's asyncio reactor (each call a
 Deferred); on PostgreSQL, txpostgres (psycopg2's async mode on Twisted).
 """
 
-import time
+import contextlib
 
-from ..scenarios import parallel_insert as pi
-from .twisted_pools import run_reactor
-
-
-def run(spec):
-    if spec.kind == "mysql":
-        return _aiomysql_on_twisted(spec)
-    return _txpostgres(spec)
+from .common import Calls
 
 
-def _aiomysql_on_twisted(spec):
+@contextlib.asynccontextmanager
+async def open_role(spec, world, min_size):
+    opener = _aiomysql_on_twisted if spec.kind == "mysql" else _txpostgres
+    async with opener(spec, world, min_size) as calls:
+        yield calls
+
+
+@contextlib.asynccontextmanager
+async def _aiomysql_on_twisted(spec, world, min_size):
     import asyncio
 
-    from twisted.internet import asyncioreactor
-    loop = asyncio.new_event_loop()
-    asyncio.set_event_loop(loop)
-    asyncioreactor.install(loop)
     from twisted.internet import defer
 
     from .asyncio_drivers import aiomysql_execute, aiomysql_pool
 
-    def call(pool, query, params=None):
-        return defer.Deferred.fromFuture(asyncio.ensure_future(aiomysql_execute(pool, query, params)))
-
-    async def main():
-        pool = await defer.Deferred.fromFuture(asyncio.ensure_future(aiomysql_pool(spec)))
-        sql = pi.statement("format")
-        try:
-            await defer.gatherResults([call(pool, "select 1") for _ in range(spec.pool_size * 2)])
-            start = time.perf_counter()
-            done = await defer.gatherResults([call(pool, sql, p) for p in pi.params(spec.rows)])
-            return {"seconds": time.perf_counter() - start, "ok_calls": len(done),
-                    "stand_in": "aiomysql on Twisted's asyncio reactor"}
-        finally:
-            pool.close()
-            await defer.Deferred.fromFuture(asyncio.ensure_future(pool.wait_closed()))
-    return run_reactor(main)
+    def deferred(coroutine):
+        return defer.Deferred.fromFuture(asyncio.ensure_future(coroutine))
+    pool = await deferred(aiomysql_pool(spec, min_size))
+    try:
+        yield Calls(
+            execute=lambda sql, params=None: deferred(aiomysql_execute(pool, sql, params)),
+            query=lambda sql, params=None: deferred(aiomysql_execute(pool, sql, params, True)),
+            map=world.map, paramstyle="format")
+    finally:
+        pool.close()
+        await deferred(pool.wait_closed())
 
 
-def _txpostgres(spec):
+@contextlib.asynccontextmanager
+async def _txpostgres(spec, world, min_size):
     from psycopg2.extensions import make_dsn
-    from twisted.internet import defer
     from txpostgres import txpostgres
-
-    async def main():
-        pool = txpostgres.ConnectionPool(None, make_dsn(**spec.connect_kwargs()),
-                                         min=spec.pool_size)
-        await pool.start()
-        sql = pi.statement("format")
-        try:
-            await defer.gatherResults([pool.runQuery("select 1") for _ in range(spec.pool_size * 2)])
-            start = time.perf_counter()
-            done = await defer.gatherResults([pool.runOperation(sql, p) for p in pi.params(spec.rows)])
-            return {"seconds": time.perf_counter() - start, "ok_calls": len(done),
-                    "stand_in": "txpostgres"}
-        finally:
-            pool.close()
-    return run_reactor(main)
+    pool = txpostgres.ConnectionPool(None, make_dsn(**spec.connect_kwargs()),
+                                     min=spec.pool_size if min_size is None else min_size)
+    await pool.start()
+    try:
+        yield Calls(execute=pool.runOperation, query=pool.runQuery, map=world.map,
+                    paramstyle="format")
+    finally:
+        pool.close()
