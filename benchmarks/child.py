@@ -19,10 +19,10 @@ from .worlds import world
 def run_system(system, spec):
     """Run ``spec.scenario`` on ``system`` in this process; return its figures."""
     if spec.scenario in system.runners:
-        return _resolve(system.runners[spec.scenario])(spec)
+        return resolve(system.runners[spec.scenario])(spec)
     scenario = SCENARIOS[spec.scenario]
     place = world(system.world_for(spec.kind), spec.pool_size)
-    opener = _resolve(system.opener)
+    opener = resolve(system.opener)
 
     async def main():
         async with opener(spec, place, scenario.MIN_CONNECTIONS) as calls:
@@ -30,7 +30,7 @@ def run_system(system, spec):
     return place.run(main)
 
 
-def _resolve(name):
+def resolve(name):
     module, function = name.split(":")
     return getattr(importlib.import_module(module), function)
 

@@ -40,6 +40,9 @@ def parser():
     p.add_argument("--html", metavar="FILE", help="write an HTML report (table, chart, environment)")
     p.add_argument("--timeout", type=float, default=600, help="seconds per run before it fails")
     p.add_argument("--list", action="store_true", help="list systems and scenarios, then exit")
+    for name, scenario in sorted(SCENARIOS.items()):
+        if hasattr(scenario, "add_arguments"):
+            scenario.add_arguments(p.add_argument_group(f"the {name} scenario's options"))
     seed = p.add_argument_group("the 2011 benchmark's options")
     seed.add_argument("--db", help="server: postgresql or mysql (with --dbhost etc.)")
     seed.add_argument("--dbname", default="test", help="database name for --db (test)")
@@ -71,11 +74,34 @@ def parse(argv):
         user = args.dbuser or "root"
         auth = quote(user, safe="") + (":" + quote(args.dbpasswd, safe="") if args.dbpasswd else "")
         args.dburl = f"{kind}://{auth}@{args.dbhost}/{args.dbname}"
-    args.system_names = selected_systems(p, args)
+    scenario = SCENARIOS[args.scenario]
+    args.options = {a.dest: getattr(args, a.dest) for a in _scenario_arguments(p, scenario)}
+    try:
+        args.fields = fields_of(scenario, args.options)
+    except ValueError as exc:
+        p.error(str(exc))
+    args.system_names = selected_systems(p, args, roster_of(scenario))
     return args
 
 
-def selected_systems(p, args):
+def _scenario_arguments(p, scenario):
+    for group in p._action_groups:
+        if group.title == f"the {scenario.NAME} scenario's options":
+            return group._group_actions
+    return []
+
+
+def roster_of(scenario):
+    """The systems a scenario runs: its own roster (the web servers) or SYSTEMS."""
+    return getattr(scenario, "ROSTER", SYSTEMS)
+
+
+def fields_of(scenario, options):
+    """The scenario's report fields (a tuple, or a function of its options)."""
+    return scenario.fields(options) if hasattr(scenario, "fields") else scenario.FIELDS
+
+
+def selected_systems(p, args, roster):
     names = []
     if args.use_adb:
         names.append("adb-tornado")
@@ -85,10 +111,11 @@ def selected_systems(p, args):
         names.append("txmysql-role")
     if args.systems:
         names += [n.strip() for n in args.systems.split(",") if n.strip()]
-    unknown = [n for n in names if n not in SYSTEMS]
+    unknown = [n for n in names if n not in roster]
     if unknown:
-        p.error(f"unknown system(s) {', '.join(unknown)}; --list shows them")
-    return list(dict.fromkeys(names)) or list(SYSTEMS)
+        p.error(f"unknown system(s) {', '.join(unknown)} for --scenario {args.scenario}; "
+                "--list shows them")
+    return list(dict.fromkeys(names)) or list(roster)
 
 
 def kind_of(url):
@@ -97,29 +124,30 @@ def kind_of(url):
 
 
 class ProgressUI:
-    """A tqdm bar per system and round, filled by the row count as it grows."""
+    """A tqdm bar per system and round, filled as the run reports progress (the row
+    count as it grows, or a scenario's own steps)."""
 
     def __init__(self, width, headline):
         self.width = width
         self.headline = headline  # the scenario's first field
 
-    def start(self, system, round_, repeat, rows):
+    def start(self, system, round_, repeat, total):
         from tqdm import tqdm
-        bar = tqdm(total=rows, desc=f"{system:<{self.width}} round {round_}/{repeat}",
-                   unit="row", leave=True, file=sys.stderr, dynamic_ncols=True)
-
+        bar = tqdm(total=total, desc=f"{system:<{self.width}} round {round_}/{repeat}",
+                   leave=True, file=sys.stderr, dynamic_ncols=True)
         headline = self.headline
 
         class Bar:
             def update_to(self, n):
-                bar.update(max(0, min(n, rows) - bar.n))
+                bar.update(max(0, min(n, total) - bar.n))
 
             def finish(self, ok, figures, error):
                 if ok:
-                    bar.update(rows - bar.n)
+                    bar.update(total - bar.n)
                     key, label, fmt = headline
-                    bar.set_postfix_str(f"{fmt.format(figures[key])} {label}, "
-                                        f"{figures['peak_rss_mb']:.0f} MB")
+                    rss = figures.get("peak_rss_mb")
+                    bar.set_postfix_str(f"{fmt.format(figures[key])} {label}"
+                                        + (f", {rss:.0f} MB" if rss is not None else ""))
                 else:
                     bar.set_postfix_str(f"FAILED: {error[:60]}")
                 bar.close()
@@ -129,50 +157,58 @@ class ProgressUI:
 def main(argv=None):
     args = parse(sys.argv[1:] if argv is None else argv)
     if args.list:
-        for name, system in SYSTEMS.items():
-            print(f"{name:<22} {system.label}; databases: {', '.join(system.kinds)}"
-                  + (f"; {system.note}" if system.note else ""))
         for name, scenario in SCENARIOS.items():
             print(f"scenario {name}: {scenario.DESCRIPTION}")
+            for system_name, system in roster_of(scenario).items():
+                if roster_of(scenario) is not SYSTEMS or name == "parallel-insert":
+                    print(f"  {system_name:<22} {system.label}; databases: "
+                          f"{', '.join(system.kinds)}" + (f"; {system.note}" if system.note else ""))
         return 0
     scenario = SCENARIOS[args.scenario]
+    roster = roster_of(scenario)
     tmpdir = None
     url = args.dburl
     if url is None:
         tmpdir = tempfile.TemporaryDirectory(prefix="adb-bench-")
         url = f"sqlite:///{tmpdir.name}/bench.db"
     kind = kind_of(url)
+    blocked = scenario.unavailable_reason() if hasattr(scenario, "unavailable_reason") else None
     unavailable = {n: r for n in args.system_names
-                   if (r := SYSTEMS[n].unavailable(kind, scenario.NAME)) is not None}
+                   if (r := blocked or roster[n].unavailable(kind, scenario.NAME)) is not None}
     systems = [n for n in args.system_names if n not in unavailable]
     started = time.time()
-    print(f"{scenario.NAME} (seed {scenario.SEED}): {args.rows:,} rows, pool {args.pool_size}, "
-          f"{args.repeat} round(s) on {_describe(url)}", file=sys.stderr)
+    setting = _setting(scenario, args)
+    print(f"{scenario.NAME} (seed {scenario.SEED}): {setting} on {_describe(url)}", file=sys.stderr)
     runs = harness.run_matrix(systems, scenario, url, args.rows, args.pool_size, args.repeat,
                               args.timeout, ProgressUI(max(map(len, systems), default=10),
-                                                         scenario.FIELDS[0]))
+                                                         args.fields[0]), args.options)
     summary = harness.summarise(runs)
     env = report.environment(url, kind)
+    if hasattr(scenario, "tools"):
+        env["tools"] = scenario.tools()
+    baselines = getattr(scenario, "BASELINES", ("adbapi", "threads"))
+    text = report.table(summary, unavailable, args.fields, baselines, roster)
     print()
-    print(f"{scenario.NAME}: {args.rows:,} rows, pool {args.pool_size}, {args.repeat} round(s), "
-          f"{env['server']}, {env['cpu_count']} CPUs, Python {env['python']}")
-    print(report.table(summary, unavailable, scenario.FIELDS))
+    print(f"{scenario.NAME}: {setting}, {env['server']}, {env['cpu_count']} CPUs, "
+          f"Python {env['python']}")
+    print(text)
     if args.json:
         report.write_json(args.json, {
             "scenario": scenario.NAME, "seed": scenario.SEED, "argv": sys.argv[1:] if argv is None else argv,
             "target": _describe(url), "rows": args.rows, "pool_size": args.pool_size,
-            "repeat": args.repeat, "started": started, "environment": env,
-            "summary": summary, "unavailable": unavailable,
+            "repeat": args.repeat, "options": args.options, "started": started,
+            "environment": env, "summary": summary, "unavailable": unavailable,
             "runs": [vars(r) for r in runs]})
         print(f"\nJSON: {args.json}")
-    title = (f"{scenario.NAME}, {args.rows:,} rows, pool {args.pool_size}, "
-             f"{env['server'].split(',')[0]}, {env['cpu_count']} CPUs")
+    title = f"{scenario.NAME}, {setting}, {env['server'].split(',')[0]}, {env['cpu_count']} CPUs"
     if args.plot:
-        report.plot(args.plot, summary, title, scenario.FIELDS)
+        if hasattr(scenario, "plot"):
+            scenario.plot(args.plot, summary, title, args.options)
+        else:
+            report.plot(args.plot, summary, title, args.fields)
         print(f"chart: {args.plot}")
     if args.html:
-        report.html(args.html, title, report.table(summary, unavailable, scenario.FIELDS), env,
-                    summary, scenario.FIELDS)
+        report.html(args.html, title, text, env, summary, args.fields)
         print(f"HTML report: {args.html}")
     if args.dburl is None:
         print("\nThat was the embedded default (SQLite). Compare on a server with\n"
@@ -181,6 +217,14 @@ def main(argv=None):
     if tmpdir:
         tmpdir.cleanup()
     return 1 if any(not r.ok for r in runs) else 0
+
+
+def _setting(scenario, args):
+    """What this run was, in one line: its size, or the scenario's own options."""
+    if hasattr(scenario, "launch"):
+        return ", ".join(f"{k} {v}" for k, v in args.options.items()) + \
+            f", pool {args.pool_size}, {args.repeat} round(s)"
+    return f"{args.rows:,} rows, pool {args.pool_size}, {args.repeat} round(s)"
 
 
 def _describe(url):

@@ -26,12 +26,36 @@ class Run:
     error: str = ""
 
 
-def run_once(system, scenario, url, rows, pool_size, timeout, progress=None):
-    """Prepare, run ``system`` in a child process, verify. Returns a Run's fields."""
+def run_once(system, scenario, url, rows, pool_size, timeout, progress=None, options=None):
+    """Prepare, run ``system``, verify. Returns a Run's fields (ok, figures, error).
+
+    The run happens in a child process (``benchmarks.child``), unless the scenario
+    drives it from here with ``launch`` (the web scenarios: a server process group
+    and a load tool); either way a wrong result is an error, never a figure.
+    """
+    options = options or {}
     scenario.prepare(url, rows)
+    if hasattr(scenario, "launch"):
+        try:
+            figures = scenario.launch(system, url, pool_size, options, progress)
+        except Exception as exc:  # the server or the load tool failed: an error row
+            return False, {}, f"{type(exc).__name__}: {str(exc).strip()[-300:]}"
+    else:
+        ok, figures, error = _in_child(system, scenario, url, rows, pool_size, timeout, progress,
+                                       options)
+        if not ok:
+            return ok, figures, error
+    try:
+        scenario.verify(url, rows, figures)
+    except WrongResult as exc:
+        return False, figures, f"wrong result: {exc}"
+    return True, figures, ""
+
+
+def _in_child(system, scenario, url, rows, pool_size, timeout, progress, options):
     request = {"system": system, "scenario": scenario.NAME, "url": url, "rows": rows,
-               "pool_size": pool_size}
-    watcher = _Watcher(scenario, url, progress) if progress else None
+               "pool_size": pool_size, "options": options}
+    watcher = _Watcher(scenario, url, progress) if progress and scenario.TABLE else None
     try:
         proc = subprocess.run([sys.executable, "-m", "benchmarks.child", json.dumps(request)],
                               capture_output=True, text=True, timeout=timeout)
@@ -43,12 +67,7 @@ def run_once(system, scenario, url, rows, pool_size, timeout, progress=None):
     if proc.returncode != 0:
         lines = (proc.stderr or proc.stdout).strip().splitlines()
         return False, {}, lines[-1] if lines else f"exit status {proc.returncode}"
-    figures = json.loads(proc.stdout.strip().splitlines()[-1])
-    try:
-        scenario.verify(url, rows, figures)
-    except WrongResult as exc:
-        return False, figures, f"wrong result: {exc}"
-    return True, figures, ""
+    return True, json.loads(proc.stdout.strip().splitlines()[-1]), ""
 
 
 class _Watcher:
@@ -75,15 +94,16 @@ class _Watcher:
         self.thread.join()
 
 
-def run_matrix(systems, scenario, url, rows, pool_size, repeat, timeout, ui):
+def run_matrix(systems, scenario, url, rows, pool_size, repeat, timeout, ui, options=None):
     """Every available system ``repeat`` times, interleaved; returns [Run]."""
     runs = []
+    total = scenario.progress_total(rows, options) if hasattr(scenario, "progress_total") else rows
     for round_ in range(1, repeat + 1):
         for system in systems:
-            bar = ui.start(system, round_, repeat, rows)
+            bar = ui.start(system, round_, repeat, total)
             start = time.perf_counter()
             ok, figures, error = run_once(system, scenario, url, rows, pool_size, timeout,
-                                          progress=bar.update_to)
+                                          progress=bar.update_to, options=options)
             figures.setdefault("wall_seconds", time.perf_counter() - start)
             bar.finish(ok, figures, error)
             runs.append(Run(system, round_, ok, figures, error))

@@ -41,11 +41,11 @@ def server_version(url, kind):
         return f"unknown ({type(exc).__name__})"
 
 
-def table(summary, unavailable, fields, baselines=("adbapi", "threads")):
+def table(summary, unavailable, fields, baselines=("adbapi", "threads"), roster=SYSTEMS):
     """One line per system: the scenario's ``fields`` (the first as median (min-max),
     the rest as medians), then the headline's ratio to each baseline system."""
     (key, label, fmt), rest = fields[0], fields[1:]
-    head = f"{'system':<22} {label + ' median (min-max)':>30}"
+    head = f"{'system':<22} {label + ' median (min-max)':>32}"
     head += "".join(f" {name:>12}" for _, name, _ in rest)
     bases = {b: summary.get(b, {}).get(key, {}).get("median") for b in baselines}
     head += "".join(f" {'x ' + b:>10}" for b in baselines)
@@ -56,7 +56,7 @@ def table(summary, unavailable, fields, baselines=("adbapi", "threads")):
             continue
         r = entry[key]
         cell = f"{fmt.format(r['median'])} ({fmt.format(r['min'])}-{fmt.format(r['max'])})"
-        line = f"{name:<22} {cell:>30}"
+        line = f"{name:<22} {cell:>32}"
         for other, _, other_fmt in rest:
             value = entry.get(other, {}).get("median")
             line += f" {other_fmt.format(value) if value is not None else '-':>12}"
@@ -66,8 +66,8 @@ def table(summary, unavailable, fields, baselines=("adbapi", "threads")):
         lines.append(line)
     for name, reason in unavailable.items():
         lines.append(f"{name:<22} not available: {reason}")
-    legend = [f"  {name}: {SYSTEMS[name].label}" + (f" ({SYSTEMS[name].note})" if SYSTEMS[name].note else "")
-              for name in list(summary) + list(unavailable) if name in SYSTEMS]
+    legend = [f"  {name}: {roster[name].label}" + (f" ({roster[name].note})" if roster[name].note else "")
+              for name in list(summary) + list(unavailable) if name in roster]
     return "\n".join(lines + [""] + legend)
 
 

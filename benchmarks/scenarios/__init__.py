@@ -14,12 +14,19 @@ A scenario module defines:
 - ``verify(url, rows, figures)``: after each run; raises ``WrongResult``, which
   makes the run an error, never a figure.
 
+A scenario that is not a client workload (the web scenarios load a server with
+a tool) brings its own ``ROSTER`` of systems and ``launch(name, url, pool_size,
+options, progress)``, run by the harness in the parent instead of a child; it may
+declare ``add_arguments(group)`` (its options), ``fields(options)`` instead of
+``FIELDS``, ``BASELINES``, ``progress_total``, ``unavailable_reason()``,
+``tools()`` (versions for the report) and ``plot``.
+
 A new scenario is its module and a line below; no system needs a change.
 """
 
-from . import parallel_insert, sequential
+from . import parallel_insert, sequential, web
 
-SCENARIOS = {module.NAME: module for module in (parallel_insert, sequential)}
+SCENARIOS = {module.NAME: module for module in (parallel_insert, sequential, web)}
 
 
 class WrongResult(Exception):

@@ -17,6 +17,7 @@ class RunSpec:
     url: str
     rows: int
     pool_size: int
+    options: dict = dataclasses.field(default_factory=dict, hash=False)  # the scenario's own
 
     @property
     def target(self):

@@ -1,0 +1,190 @@
+"""Seed 002, part B: a web application under HTTP load, TechEmpower's "single query".
+
+``world(id int primary key, randomnumber int)`` holds 10,000 rows; every request
+to ``/db`` reads one row by a random id and answers ``{"id", "randomNumber"}`` as
+JSON, uncached (``benchmarks/webapps.py``). Each server runs in its own process
+group (``benchmarks/webserver.py``); wrk loads it with keep-alive: a 1 s primer,
+a warm-up at the highest concurrency, then each ``--connections`` level for
+``--duration`` seconds. Sampled answers (``/db?id=N``, before and after the load)
+must be the right row; a run with any non-2xx answer or socket error, or a wrong
+sample, is an error, never a figure.
+"""
+
+import json
+import os
+import random
+import urllib.request
+
+import adb.sync
+
+from .. import load
+from ..webapps import WORLD_ROWS
+from ..webserver import WebServer, free_port, running
+
+NAME = "web"
+SEED = "002"
+DESCRIPTION = "a Tornado app under HTTP load: one row per request, JSON (seed 002, part B)"
+TABLE = None  # no row count to follow: the progress bar moves per load level
+MIN_CONNECTIONS = None
+SAMPLES = 25
+BASELINES = ()
+
+_PG, _MY = ("postgresql",), ("mysql",)
+ROSTER = {s.name: s for s in [
+    WebServer("tornado+adb", "Tornado + adb (asyncio front-end), 1 process", "tornado",
+              "adb-asyncio"),
+    WebServer("tornado+adb xN", "Tornado + adb, N processes (HTTPServer.start(N))", "tornado",
+              "adb-asyncio", "N"),
+    WebServer("tornado+blocking", "Tornado + the blocking driver called on the loop thread",
+              "tornado", "threads", pool_size=1, note="the seed author's 'synchronously'"),
+    WebServer("tornado+asyncpg", "Tornado + asyncpg pool", "tornado", "asyncpg", kinds=_PG),
+    WebServer("tornado+aiomysql", "Tornado + aiomysql pool", "tornado", "aiomysql", kinds=_MY),
+    WebServer("starlette+asyncpg", "Starlette on uvicorn + asyncpg, 1 worker", "starlette",
+              "asyncpg", kinds=_PG),
+    WebServer("starlette+asyncpg xN", "Starlette on uvicorn + asyncpg, N workers", "starlette",
+              "asyncpg", "N", kinds=_PG),
+    WebServer("starlette+aiomysql", "Starlette on uvicorn + aiomysql, 1 worker", "starlette",
+              "aiomysql", kinds=_MY),
+    WebServer("starlette+aiomysql xN", "Starlette on uvicorn + aiomysql, N workers",
+              "starlette", "aiomysql", "N", kinds=_MY),
+    WebServer("twisted-web+adb", "Twisted Web + adb.twisted, 1 process", "twisted-web",
+              "adb-twisted"),
+    WebServer("twisted-web+adbapi", "Twisted Web + twisted.enterprise.adbapi, 1 process",
+              "twisted-web", "adbapi"),
+]}
+
+
+def add_arguments(group):
+    group.add_argument("--duration", type=int, default=10,
+                       help="web: whole seconds of load per concurrency level (10)")
+    group.add_argument("--connections", default="16,64,256",
+                       help="web: wrk connection counts, comma-separated (16,64,256)")
+    group.add_argument("--processes", type=int, default=os.cpu_count() or 1,
+                       help="web: N of the multi-process servers (the CPU count)")
+
+
+def levels(options):
+    try:
+        values = [int(c) for c in str(options.get("connections", "16,64,256")).split(",")]
+    except ValueError:
+        raise ValueError(f"--connections must be numbers, not {options.get('connections')!r}")
+    if not values or min(values) < 1:
+        raise ValueError("--connections must be positive")
+    return values
+
+
+def fields(options):
+    """requests/s at each level (the highest first: the headline), then p99 latency."""
+    ordered = sorted(levels(options), reverse=True)
+    return (tuple((f"rps_c{c}", f"req/s @{c}", "{:,.0f}") for c in ordered)
+            + tuple((f"p99_ms_c{c}", f"p99 ms @{c}", "{:.1f}") for c in ordered))
+
+
+def progress_total(rows, options):
+    return len(levels(options))
+
+
+def unavailable_reason():
+    """Why no server can be loaded here (wrk missing), or None."""
+    return load.missing("wrk")
+
+
+def tools():
+    """The load tool, and what changes a Python web server's answer: uvloop and
+    httptools (uvicorn uses them when installed), access logs (off here)."""
+    import importlib.util
+    return {"wrk": load.version("wrk"), "access_logs": "off",
+            **{m: importlib.util.find_spec(m) is not None for m in ("uvloop", "httptools")}}
+
+
+def prepare(url, rows):
+    """The TechEmpower table: ids 1..10,000, a random number 1..10,000 each."""
+    with adb.sync.Database(url, pool_size=1) as db:
+        db.runOperation("drop table if exists world")
+        db.runOperation("create table world (id int not null primary key, "
+                        "randomnumber int not null)")
+        mark = "?" if db.paramstyle == "qmark" else "%s"
+        db.runMany(f"insert into world (id, randomnumber) values ({mark}, {mark})",
+                   [(i, random.randint(1, WORLD_ROWS)) for i in range(1, WORLD_ROWS + 1)])
+
+
+def launch(name, url, pool_size, options, progress=None):
+    """Start server ``name``, check samples, load it level by level, stop it."""
+    server = ROSTER[name]
+    duration = int(options.get("duration", 10))
+    config = server.config(url, pool_size, int(options.get("processes", 1)), free_port())
+    expected = _table(url)
+    figures = {"processes": config["processes"]}
+    with running(config, "/db?id=1") as base:
+        figures["sampled_ok"], figures["sampled_bad"] = _sample(base, expected)
+        load.wrk(base + "/db", min(8, min(levels(options))), 1)  # primer
+        load.wrk(base + "/db", max(levels(options)), min(duration, 3))  # warm-up
+        for step, connections in enumerate(levels(options), 1):
+            run = load.wrk(base + "/db", connections, duration)
+            for key in ("requests_per_s", "p50_ms", "p99_ms", "non_2xx", "socket_errors"):
+                short = "rps" if key == "requests_per_s" else key
+                figures[f"{short}_c{connections}"] = run[key]
+            if progress:
+                progress(step)
+        ok, bad = _sample(base, expected)
+    figures["sampled_ok"] += ok
+    figures["sampled_bad"] += bad
+    figures["seconds"] = duration * len(levels(options))
+    return figures
+
+
+def verify(url, rows, figures=None):
+    """Every answer 2xx, no socket errors, every sampled body the right row."""
+    from . import WrongResult
+    if figures is None:
+        return
+    errors = {k: v for k, v in figures.items()
+              if (k.startswith("non_2xx") or k.startswith("socket_errors")) and v}
+    if errors:
+        raise WrongResult(f"failed responses: {errors}")
+    if figures.get("sampled_bad") or figures.get("sampled_ok") != 2 * SAMPLES:
+        raise WrongResult(f"{figures.get('sampled_bad')} of {2 * SAMPLES} sampled answers "
+                          "were not the row asked for")
+
+
+def plot(path, summary, title, options):
+    """Requests/s against connections, one line per server (median; bars min-max)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    xs = levels(options)
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    for name, entry in summary.items():
+        points = [entry.get(f"rps_c{c}") for c in xs]
+        if any(p is None for p in points):
+            continue
+        medians = [p["median"] for p in points]
+        ax.errorbar(xs, medians, yerr=[[m - p["min"] for m, p in zip(medians, points)],
+                                       [p["max"] - m for m, p in zip(medians, points)]],
+                    marker="o", capsize=3, label=name)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(xs, [str(x) for x in xs])
+    ax.set_xlabel("wrk connections (keep-alive)")
+    ax.set_ylabel("requests/s (median; bars min-max)")
+    ax.legend(fontsize=8)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def _table(url):
+    with adb.sync.Database(url, pool_size=1) as db:
+        return dict(db.runQuery("select id, randomnumber from world"))
+
+
+def _sample(base, expected):
+    ok = bad = 0
+    for row_id in random.sample(range(1, WORLD_ROWS + 1), SAMPLES):
+        with urllib.request.urlopen(f"{base}/db?id={row_id}", timeout=10) as response:
+            body = json.loads(response.read())
+        if body == {"id": row_id, "randomNumber": expected[row_id]}:
+            ok += 1
+        else:
+            bad += 1
+    return ok, bad
