@@ -14,7 +14,7 @@ from benchmarks.scenarios import WrongResult
 from benchmarks.scenarios import parallel_insert as pi
 from benchmarks.systems import SYSTEMS, System
 
-from .conftest import URLS, require_server
+from .conftest import IN_CI, URLS, require_server
 
 
 def test_seed_flags_build_the_url_and_pick_the_systems():
@@ -204,3 +204,63 @@ def test_ab_compares_trees_in_child_processes(tmp_path):
         figures = document["summary"][name]
         assert 100 < figures["bytes_per_call"]["median"] < 5000  # a future and a job at least
         assert figures["submit_us"]["median"] > 0 and figures["rows_per_s"]["median"] > 0
+
+
+def _require_tool(tool):
+    """Skip (under CI: fail) without the load tool, saying how to get it."""
+    from benchmarks import load
+    reason = load.missing(tool)
+    if reason:
+        if IN_CI:
+            pytest.fail(reason + " (CI=true: the web scenarios must run)")
+        pytest.skip(reason)
+
+
+@pytest.mark.parametrize("kind", ["postgresql", "mysql"])
+def test_web_scenario_loads_every_server_and_checks_its_answers(kind, tmp_path):
+    """Seed 002 part B, briefly: every server of the roster that talks to ``kind``
+    serves, answers the sampled ids right, and gets requests/s and latency per level."""
+    require_server(kind)
+    _require_tool("wrk")
+    from benchmarks.scenarios import web
+    out, chart = tmp_path / "web.json", tmp_path / "web.svg"
+    code = cli.main(["--scenario", "web", "--dburl", URLS[kind], "--duration", "1",
+                     "--connections", "4,16", "--pool_size", "4", "--json", str(out),
+                     "--plot", str(chart)])
+    document = json.loads(out.read_text())
+    assert code == 0, document["summary"]
+    servers = {n for n, s in web.ROSTER.items() if kind in s.kinds}
+    assert set(document["summary"]) == servers and document["unavailable"] == {
+        n: f"does not talk to {kind}" for n in web.ROSTER if n not in servers}
+    for name, entry in document["summary"].items():
+        assert entry["errors"] == [], (name, entry["errors"])
+        for c in (4, 16):
+            assert entry[f"rps_c{c}"]["median"] > 0 and entry[f"p99_ms_c{c}"]["median"] > 0
+        assert entry["sampled_ok"]["median"] == 2 * web.SAMPLES
+    assert document["environment"]["tools"]["wrk"].startswith("wrk")
+    assert document["options"] == {"duration": 1, "connections": "4,16",
+                                   "processes": os.cpu_count() or 1}
+    assert chart.read_text().startswith("<?xml")
+
+
+def test_web_hello_runs_the_seed_experiment_with_ab(tmp_path):
+    _require_tool("ab")
+    out = tmp_path / "hello.json"
+    assert cli.main(["--scenario", "web-hello", "--requests", "200", "--json", str(out)]) == 0
+    document = json.loads(out.read_text())
+    assert set(document["summary"]) == {"tornado", "tornado xN", "uvicorn", "uvicorn xN"}
+    for entry in document["summary"].values():
+        assert entry["requests_per_s"]["median"] > 0 and entry["errors"] == []
+    assert document["summary"]["tornado xN"]["processes"]["median"] == (os.cpu_count() or 1)
+
+
+def test_a_server_that_answers_wrong_is_an_error(tmp_path):
+    from benchmarks.scenarios import WrongResult, web
+    with pytest.raises(WrongResult, match="failed responses"):
+        web.verify("", 0, {"non_2xx_c16": 3, "sampled_ok": 50, "sampled_bad": 0})
+    with pytest.raises(WrongResult, match="1 of 50 sampled"):
+        web.verify("", 0, {"sampled_ok": 49, "sampled_bad": 1})
+    with pytest.raises(SystemExit):
+        cli.parse(["--scenario", "web", "--connections", "a,b"])
+    with pytest.raises(SystemExit):
+        cli.parse(["--scenario", "web", "--systems", "adb-asyncio"])  # not a web server

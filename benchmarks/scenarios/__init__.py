@@ -24,9 +24,9 @@ declare ``add_arguments(group)`` (its options), ``fields(options)`` instead of
 A new scenario is its module and a line below; no system needs a change.
 """
 
-from . import parallel_insert, sequential, web
+from . import parallel_insert, sequential, web, web_hello
 
-SCENARIOS = {module.NAME: module for module in (parallel_insert, sequential, web)}
+SCENARIOS = {module.NAME: module for module in (parallel_insert, sequential, web, web_hello)}
 
 
 class WrongResult(Exception):
