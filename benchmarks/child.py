@@ -10,14 +10,14 @@ import json
 import resource
 import sys
 
-from .scenarios import SCENARIOS
 from .systems import SYSTEMS
 from .systems.common import RunSpec
-from .worlds import world
 
 
 def run_system(system, spec):
     """Run ``spec.scenario`` on ``system`` in this process; return its figures."""
+    from .scenarios import SCENARIOS
+    from .worlds import world
     if spec.scenario in system.runners:
         return resolve(system.runners[spec.scenario])(spec)
     scenario = SCENARIOS[spec.scenario]
@@ -39,6 +39,9 @@ def main(argv):
     request = json.loads(argv[0])
     system = SYSTEMS[request.pop("system")]
     spec = RunSpec(**request)
+    if system.world_for(spec.kind) == "gevent":  # before the scenario imports any driver
+        from .worlds import GeventWorld
+        GeventWorld.patch(spec.driver)
     result = run_system(system, spec)
     # the main thread first, then the process: the process total read afterwards can
     # only be larger, so the main thread's share of it never comes out above 100%

@@ -33,8 +33,9 @@ def parser():
                    help="rows to insert (100000 on a server; 20000 on the embedded default, "
                         "so a first run takes about a minute)")
     p.add_argument("--repeat", type=int, default=1, help="interleaved rounds (1)")
-    p.add_argument("--pool_size", "--pool-size", type=int, default=10,
-                   help="connections per system (10)")
+    p.add_argument("--pool_size", "--pool-size", type=pool_sizes, default=None,
+                   help="connections per system (10, or the scenario's own default); "
+                        "a list (15,120,350) runs every system at each size")
     p.add_argument("--json", metavar="FILE", help="write every raw figure and the environment")
     p.add_argument("--plot", metavar="FILE", help="write a chart (.png or .svg)")
     p.add_argument("--html", metavar="FILE", help="write an HTML report (table, chart, environment)")
@@ -61,10 +62,14 @@ def parser():
 def parse(argv):
     p = parser()
     args = p.parse_args(argv)
+    scenario = SCENARIOS[args.scenario]
     if args.rows is None:
-        args.rows = 100_000 if (args.dburl or args.db) else 20_000
-    if args.rows < 1 or args.pool_size < 1 or args.repeat < 1:
-        p.error("--rows, --pool_size and --repeat must be positive")
+        args.rows = getattr(scenario, "DEFAULT_ROWS", None) or (
+            100_000 if (args.dburl or args.db) else 20_000)
+    if args.pool_size is None:
+        args.pool_size = [getattr(scenario, "DEFAULT_POOL_SIZE", 10)]
+    if args.rows < 1 or args.repeat < 1:
+        p.error("--rows and --repeat must be positive")
     if args.db and args.dburl:
         p.error("give --dburl or --db, not both")
     if args.db:
@@ -74,10 +79,10 @@ def parse(argv):
         user = args.dbuser or "root"
         auth = quote(user, safe="") + (":" + quote(args.dbpasswd, safe="") if args.dbpasswd else "")
         args.dburl = f"{kind}://{auth}@{args.dbhost}/{args.dbname}"
-    scenario = SCENARIOS[args.scenario]
     args.options = {a.dest: getattr(args, a.dest) for a in _scenario_arguments(p, scenario)}
     try:
         args.fields = fields_of(scenario, args.options)
+        args.variants = variants_of(scenario, args.options)
     except ValueError as exc:
         p.error(str(exc))
     args.system_names = selected_systems(p, args, roster_of(scenario))
@@ -89,6 +94,22 @@ def _scenario_arguments(p, scenario):
         if group.title == f"the {scenario.NAME} scenario's options":
             return group._group_actions
     return []
+
+
+def pool_sizes(text):
+    """``--pool_size``: one size or a comma-separated list of them, each positive."""
+    try:
+        sizes = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number or numbers, not {text!r}")
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError(f"must be positive, not {text!r}")
+    return sizes
+
+
+def variants_of(scenario, options):
+    """The scenario's variants as (name, options) pairs; one unnamed one if it has none."""
+    return scenario.variants(options) if hasattr(scenario, "variants") else [("", {})]
 
 
 def roster_of(scenario):
@@ -115,7 +136,8 @@ def selected_systems(p, args, roster):
     if unknown:
         p.error(f"unknown system(s) {', '.join(unknown)} for --scenario {args.scenario}; "
                 "--list shows them")
-    return list(dict.fromkeys(names)) or list(roster)
+    defaults = getattr(SCENARIOS[args.scenario], "DEFAULT_SYSTEMS", roster)
+    return list(dict.fromkeys(names)) or list(defaults)
 
 
 def kind_of(url):
@@ -172,18 +194,17 @@ def main(argv=None):
         tmpdir = tempfile.TemporaryDirectory(prefix="adb-bench-")
         url = f"sqlite:///{tmpdir.name}/bench.db"
     kind = kind_of(url)
-    blocked = scenario.unavailable_reason() if hasattr(scenario, "unavailable_reason") else None
-    unavailable = {n: r for n in args.system_names
-                   if (r := blocked or roster[n].unavailable(kind, scenario.NAME)) is not None}
-    systems = [n for n in args.system_names if n not in unavailable]
+    matrix, unavailable = plan(scenario, roster, kind, args)
     started = time.time()
     setting = _setting(scenario, args)
     print(f"{scenario.NAME} (seed {scenario.SEED}): {setting} on {_describe(url)}", file=sys.stderr)
-    runs = harness.run_matrix(systems, scenario, url, args.rows, args.pool_size, args.repeat,
-                              args.timeout, ProgressUI(max(map(len, systems), default=10),
-                                                         args.fields[0]), args.options)
+    runs = harness.run_matrix(matrix, scenario, url, args.rows, args.repeat, args.timeout,
+                              ProgressUI(max((len(e.name) for e in matrix), default=10),
+                                         args.fields[0]), args.options)
     summary = harness.summarise(runs)
     env = report.environment(url, kind)
+    if not getattr(scenario, "USES_DATABASE", True):
+        env["server"] = "no database"
     if hasattr(scenario, "tools"):
         env["tools"] = scenario.tools()
     baselines = getattr(scenario, "BASELINES", ("adbapi", "threads"))
@@ -200,7 +221,7 @@ def main(argv=None):
             "environment": env, "summary": summary, "unavailable": unavailable,
             "runs": [vars(r) for r in runs]})
         print(f"\nJSON: {args.json}")
-    title = f"{scenario.NAME}, {setting}, {env['server'].split(',')[0]}, {env['cpu_count']} CPUs"
+    title = f"{scenario.NAME}, {setting},\n{short_server(env['server'])}, {env['cpu_count']} CPUs"
     if args.plot:
         if hasattr(scenario, "plot"):
             scenario.plot(args.plot, summary, title, args.options)
@@ -210,7 +231,7 @@ def main(argv=None):
     if args.html:
         report.html(args.html, title, text, env, summary, args.fields)
         print(f"HTML report: {args.html}")
-    if args.dburl is None:
+    if args.dburl is None and getattr(scenario, "USES_DATABASE", True):
         print("\nThat was the embedded default (SQLite). Compare on a server with\n"
               "  python -m benchmarks --dburl postgresql://user@127.0.0.1/test --repeat 3\n"
               "  python -m benchmarks --dburl mysql://user@127.0.0.1/test --repeat 3")
@@ -219,12 +240,46 @@ def main(argv=None):
     return 1 if any(not r.ok for r in runs) else 0
 
 
+def plan(scenario, roster, kind, args):
+    """The entries to run (``harness.Entry``) and {name: reason} for those that
+    cannot run here: the system cannot (a missing module, the wrong server), the
+    scenario cannot (a missing tool), or the scenario rules out that system in
+    one of its variants."""
+    blocked = scenario.unavailable_reason() if hasattr(scenario, "unavailable_reason") else None
+    matrix, unavailable = [], {}
+    for entry in harness.entries(args.system_names, args.pool_size, args.variants):
+        system = roster[entry.system]
+        reason = blocked or system.unavailable(kind, scenario.NAME)
+        if reason:  # one line for the system, not one per entry
+            unavailable.setdefault(entry.system, reason)
+        elif hasattr(scenario, "variant_unavailable") and (
+                reason := scenario.variant_unavailable(system, kind,
+                                                       {**args.options, **entry.options})):
+            unavailable[entry.name] = reason
+        else:
+            matrix.append(entry)
+    return matrix, unavailable
+
+
 def _setting(scenario, args):
     """What this run was, in one line: its size, or the scenario's own options."""
     if hasattr(scenario, "launch"):
         return ", ".join(f"{k} {v}" for k, v in args.options.items()) + \
-            f", pool {args.pool_size}, {args.repeat} round(s)"
-    return f"{args.rows:,} rows, pool {args.pool_size}, {args.repeat} round(s)"
+            f", pool {_pools(args)}, {args.repeat} round(s)"
+    return (f"{args.rows:,} {getattr(scenario, 'ROWS_ARE', 'rows')}, pool {_pools(args)}, "
+            f"{args.repeat} round(s)")
+
+
+def _pools(args):
+    return ",".join(map(str, args.pool_size))
+
+
+def short_server(version):
+    """'PostgreSQL 15.20', '10.11.19-MariaDB', 'SQLite 3.40.1': enough for a chart title."""
+    words = version.split()
+    if words and words[0][0].isdigit():  # MariaDB: '10.11.19-MariaDB-0+deb12u1'
+        return "-".join(words[0].split("-")[:2])
+    return " ".join(words[:2])
 
 
 def _describe(url):

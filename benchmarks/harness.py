@@ -17,13 +17,37 @@ import time
 from .scenarios import WrongResult
 
 
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """One row of the report: a system at one pool size in one of the scenario's
+    variants (iibench's modes, say); ``name`` is how the report shows it."""
+
+    name: str
+    system: str
+    pool_size: int
+    variant: str = ""
+    options: dict = dataclasses.field(default_factory=dict, hash=False, compare=False)
+
+
+def entries(systems, pool_sizes, variants=(("", {}),)):
+    """Every system in every variant at every pool size; the pool size is in the
+    name only when there is more than one."""
+    return [Entry(" ".join(filter(None, [system, variant]))
+                  + (f" @{pool}" if len(pool_sizes) > 1 else ""), system, pool, variant,
+                  dict(options))
+            for system in systems for variant, options in variants for pool in pool_sizes]
+
+
 @dataclasses.dataclass
 class Run:
-    system: str
+    system: str          # the entry's name
     round: int
     ok: bool
     figures: dict = dataclasses.field(default_factory=dict)
     error: str = ""
+    base: str = ""       # the system itself
+    pool_size: int = 0
+    variant: str = ""
 
 
 def run_once(system, scenario, url, rows, pool_size, timeout, progress=None, options=None):
@@ -94,28 +118,33 @@ class _Watcher:
         self.thread.join()
 
 
-def run_matrix(systems, scenario, url, rows, pool_size, repeat, timeout, ui, options=None):
-    """Every available system ``repeat`` times, interleaved; returns [Run]."""
+def run_matrix(matrix, scenario, url, rows, repeat, timeout, ui, options=None):
+    """Every ``Entry`` of the matrix ``repeat`` times, interleaved; returns [Run]."""
     runs = []
     total = scenario.progress_total(rows, options) if hasattr(scenario, "progress_total") else rows
     for round_ in range(1, repeat + 1):
-        for system in systems:
-            bar = ui.start(system, round_, repeat, total)
+        for entry in matrix:
+            bar = ui.start(entry.name, round_, repeat, total)
             start = time.perf_counter()
-            ok, figures, error = run_once(system, scenario, url, rows, pool_size, timeout,
-                                          progress=bar.update_to, options=options)
+            ok, figures, error = run_once(entry.system, scenario, url, rows, entry.pool_size,
+                                          timeout, progress=bar.update_to,
+                                          options={**(options or {}), **entry.options})
             figures.setdefault("wall_seconds", time.perf_counter() - start)
             bar.finish(ok, figures, error)
-            runs.append(Run(system, round_, ok, figures, error))
+            runs.append(Run(entry.name, round_, ok, figures, error, entry.system,
+                            entry.pool_size, entry.variant))
     return runs
 
 
 def summarise(runs):
-    """{system: {key: {"median", "min", "max"}, "runs": n, "errors": [..]}} for every
-    numeric figure the runs reported."""
+    """{name: {key: {"median", "min", "max"}, "runs": n, "errors": [..]}} for every
+    numeric figure the runs reported; a list figure (iibench's report lines) is
+    kept from the last successful run."""
     summary = {}
     for run in runs:
-        entry = summary.setdefault(run.system, {"runs": 0, "errors": [], "_values": {}})
+        entry = summary.setdefault(run.system, {
+            "system": run.base or run.system, "pool_size": run.pool_size,
+            "variant": run.variant, "runs": 0, "errors": [], "_values": {}})
         entry["runs"] += 1
         if not run.ok:
             entry["errors"].append(run.error)
@@ -123,6 +152,8 @@ def summarise(runs):
         for key, value in run.figures.items():
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 entry["_values"].setdefault(key, []).append(value)
+            elif isinstance(value, list):
+                entry[key] = value
     for entry in summary.values():
         for key, values in entry.pop("_values").items():
             entry[key] = {"median": statistics.median(values), "min": min(values),

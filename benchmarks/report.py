@@ -42,33 +42,49 @@ def server_version(url, kind):
 
 
 def table(summary, unavailable, fields, baselines=("adbapi", "threads"), roster=SYSTEMS):
-    """One line per system: the scenario's ``fields`` (the first as median (min-max),
-    the rest as medians), then the headline's ratio to each baseline system."""
+    """One line per report row (a system, or a system in a variant at a pool size):
+    the scenario's ``fields`` (the first as median (min-max), the rest as medians),
+    then the headline's ratio to each baseline system in the same variant and pool
+    size. ``unavailable`` maps row names to the reason they did not run."""
     (key, label, fmt), rest = fields[0], fields[1:]
-    head = f"{'system':<22} {label + ' median (min-max)':>32}"
+    width = max([22, *map(len, summary), *map(len, unavailable)])
+    head = f"{'system':<{width}} {label + ' median (min-max)':>32}"
     head += "".join(f" {name:>12}" for _, name, _ in rest)
-    bases = {b: summary.get(b, {}).get(key, {}).get("median") for b in baselines}
     head += "".join(f" {'x ' + b:>10}" for b in baselines)
     lines = [head, "-" * len(head)]
     for name, entry in summary.items():
         if key not in entry:
-            lines.append(f"{name:<22} ERROR: {entry['errors'][0] if entry['errors'] else '?'}")
+            lines.append(f"{name:<{width}} ERROR: {entry['errors'][0] if entry['errors'] else '?'}")
             continue
         r = entry[key]
         cell = f"{fmt.format(r['median'])} ({fmt.format(r['min'])}-{fmt.format(r['max'])})"
-        line = f"{name:<22} {cell:>32}"
+        line = f"{name:<{width}} {cell:>32}"
         for other, _, other_fmt in rest:
             value = entry.get(other, {}).get("median")
             line += f" {other_fmt.format(value) if value is not None else '-':>12}"
-        line += "".join(f" {_ratio(r['median'], base):>10}" for base in bases.values())
+        line += "".join(f" {_ratio(r['median'], _baseline(summary, entry, b, key)):>10}"
+                        for b in baselines)
         if entry["errors"]:
             line += f"  ({len(entry['errors'])} failed: {entry['errors'][0]})"
         lines.append(line)
     for name, reason in unavailable.items():
-        lines.append(f"{name:<22} not available: {reason}")
+        lines.append(f"{name:<{width}} not available: {reason}")
+    shown = dict.fromkeys([e.get("system", n) for n, e in summary.items()]
+                          + [n for u in unavailable for n in roster
+                             if u == n or u.startswith(n + " ")])
     legend = [f"  {name}: {roster[name].label}" + (f" ({roster[name].note})" if roster[name].note else "")
-              for name in list(summary) + list(unavailable) if name in roster]
+              for name in shown if name in roster]
     return "\n".join(lines + [""] + legend)
+
+
+def _baseline(summary, entry, system, key):
+    """The median of ``key`` for ``system`` in the same variant and pool size as
+    ``entry``, or None."""
+    for other in summary.values():
+        if (other.get("system") == system and other.get("variant") == entry.get("variant")
+                and other.get("pool_size") == entry.get("pool_size")):
+            return other.get(key, {}).get("median")
+    return None
 
 
 def _ratio(value, base):

@@ -23,7 +23,7 @@ def test_seed_flags_build_the_url_and_pick_the_systems():
                       "--use_tornado", "--use_txmysql"])
     assert args.dburl == "mysql://bench:p%40ss%3Aw@db.example/test"
     assert args.system_names == ["adb-tornado", "adbapi-asyncio", "txmysql-role"]
-    assert args.pool_size == 5 and args.rows == 100_000
+    assert args.pool_size == [5] and args.rows == 100_000
     args = cli.parse(["--db", "postgresql", "--use_adbapi"])
     assert args.dburl == "postgresql://root@127.0.0.1/test"
     assert args.system_names == ["adbapi"]

@@ -14,19 +14,29 @@ A scenario module defines:
 - ``verify(url, rows, figures)``: after each run; raises ``WrongResult``, which
   makes the run an error, never a figure.
 
+Optional: ``DEFAULT_ROWS``, ``DEFAULT_POOL_SIZE`` and ``DEFAULT_SYSTEMS`` (what a
+run without ``--rows``, ``--pool_size`` or ``--systems`` uses); ``variants(options)``,
+a list of (name, options) pairs, each run as its own report row for every system
+(iibench's modes); ``variant_unavailable(system, kind, options)``, the reason a
+system cannot run a variant, or None; ``plot(path, summary, title, options)``, its
+own chart. ``--pool_size`` may list sizes: every system then runs at each, and the
+summary entries carry ``system``, ``variant`` and ``pool_size`` for the chart.
+
 A scenario that is not a client workload (the web scenarios load a server with
 a tool) brings its own ``ROSTER`` of systems and ``launch(name, url, pool_size,
 options, progress)``, run by the harness in the parent instead of a child; it may
 declare ``add_arguments(group)`` (its options), ``fields(options)`` instead of
 ``FIELDS``, ``BASELINES``, ``progress_total``, ``unavailable_reason()``,
-``tools()`` (versions for the report) and ``plot``.
+``tools()`` (versions for the report), ``plot`` and ``USES_DATABASE = False``
+(web-hello: no server version, no SQLite hint).
 
 A new scenario is its module and a line below; no system needs a change.
 """
 
-from . import parallel_insert, sequential, web, web_hello
+from . import bigdata, iibench, parallel_insert, sequential, web, web_hello
 
-SCENARIOS = {module.NAME: module for module in (parallel_insert, sequential, web, web_hello)}
+SCENARIOS = {module.NAME: module for module in (parallel_insert, sequential, web, web_hello,
+                                                  iibench, bigdata)}
 
 
 class WrongResult(Exception):

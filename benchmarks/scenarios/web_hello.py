@@ -16,6 +16,7 @@ NAME = "web-hello"
 SEED = "002"
 DESCRIPTION = "hello world under ab -n 1000 -c 10, no keep-alive (seed 002, part A)"
 TABLE = None
+USES_DATABASE = False
 MIN_CONNECTIONS = None
 BASELINES = ("tornado",)
 FIELDS = (("requests_per_s", "req/s", "{:,.0f}"), ("p50_ms", "p50 ms", "{:.0f}"),

@@ -68,6 +68,12 @@ SYSTEMS = {s.name: s for s in [
            note="adbapi tuned: one round trip per insert, like adb"),
     System("threads", "plain blocking threads, same driver", ALL, f"{_M}.threads:open_threads",
            "blocking"),
+    System("dbutils", "threads over DBUtils' PooledDB, same driver", ALL,
+           f"{_M}.threads:open_dbutils", "blocking", requires=("dbutils",),
+           note="the classic threaded pool: a connection checked out per call"),
+    System("gevent", "gevent greenlets, the driver made cooperative (psycogreen / patched "
+           "sockets)", SERVERS, f"{_M}.threads:open_threads", "gevent",
+           requires=("gevent", "psycogreen"), note="one connection per greenlet"),
     System("executor", "asyncio run_in_executor, a thread pool of the same driver", ALL,
            f"{_M}.asyncio_drivers:open_executor",
            note="one future and one loop wake-up per call: the naive hand-off"),

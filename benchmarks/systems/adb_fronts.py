@@ -7,12 +7,30 @@ whatever ``min_size`` says.
 
 import contextlib
 
-from .common import Calls
+from .common import Calls, Unit
 
 
-def _calls(db, world, execute, query):
-    return Calls(execute=execute, query=query, map=world.map, paramstyle=db.paramstyle,
-                 stats=db.stats)
+def _calls(db, world, settle=lambda value: value):
+    """The Database's calls; ``settle`` makes the sync front-end's plain values
+    awaitable (``Done``)."""
+    def call(method):
+        return lambda *args, **kwargs: settle(method(*args, **kwargs))
+
+    @contextlib.asynccontextmanager
+    async def unit():
+        tx = await settle(db.beginTransaction())
+        committed = False
+        try:
+            yield Unit(lambda sql, params=None: settle(db.runOperation(sql, params, tx)),
+                       lambda sql, params=None: settle(db.runQuery(sql, params, tx)),
+                       lambda sql, seq: settle(db.runMany(sql, seq, tx)))
+            await settle(db.commitTransaction(tx))
+            committed = True
+        finally:
+            if not committed:
+                await settle(db.rollbackTransaction(tx))
+    return Calls(execute=call(db.runOperation), query=call(db.runQuery), world=world,
+                 paramstyle=db.paramstyle, stats=db.stats, many=call(db.runMany), unit=unit)
 
 
 @contextlib.asynccontextmanager
@@ -20,7 +38,7 @@ async def open_asyncio(spec, world, min_size):
     import adb
     db = adb.Database(spec.url, pool_size=spec.pool_size)
     try:
-        yield _calls(db, world, db.runOperation, db.runQuery)
+        yield _calls(db, world)
     finally:
         await db.close()
 
@@ -30,7 +48,7 @@ async def open_tornado(spec, world, min_size):
     import adb.tornado
     db = adb.tornado.Database(spec.url, pool_size=spec.pool_size)
     try:
-        yield _calls(db, world, db.runOperation, db.runQuery)
+        yield _calls(db, world)
     finally:
         await db.close()
 
@@ -43,7 +61,6 @@ async def open_sync(spec, world, min_size):
     from ..worlds import Done
     db = adb.sync.Database(spec.url, pool_size=spec.pool_size)
     try:
-        yield _calls(db, world, lambda sql, params=None: Done(db.runOperation(sql, params)),
-                     lambda sql, params=None: Done(db.runQuery(sql, params)))
+        yield _calls(db, world, Done)
     finally:
         db.close()

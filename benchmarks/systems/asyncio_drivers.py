@@ -13,11 +13,11 @@ import threading
 from .common import Calls
 
 
-def _calls(world, execute, paramstyle="format"):
+def _calls(world, execute, paramstyle="format", many=None):
     """Calls over one ``execute(query, params=None, fetch=False)`` function."""
     return Calls(execute=lambda query, params=None: execute(query, params),
                  query=lambda query, params=None: execute(query, params, True),
-                 map=world.map, paramstyle=paramstyle)
+                 world=world, paramstyle=paramstyle, many=many)
 
 
 def _dsn(spec):
@@ -36,7 +36,8 @@ async def open_asyncpg(spec, world, min_size):
         params = params or ()
         return pool.fetch(query, *params) if fetch else pool.execute(query, *params)
     try:
-        yield _calls(world, execute)
+        yield _calls(world, execute, many=lambda query, seq: pool.executemany(
+            _dollar_placeholders(query), seq))
     finally:
         await pool.close()
 
@@ -95,6 +96,12 @@ def aiomysql_pool(spec, min_size=None):
                                 maxsize=spec.pool_size, autocommit=True, **kw)
 
 
+async def aiomysql_many(pool, query, seq_of_params):
+    async with pool.acquire() as conn:
+        async with conn.cursor() as cur:
+            return await cur.executemany(query, seq_of_params)
+
+
 async def aiomysql_execute(pool, query, params=None, fetch=False):
     async with pool.acquire() as conn:
         async with conn.cursor() as cur:
@@ -108,7 +115,8 @@ async def open_aiomysql(spec, world, min_size):
     pool = await aiomysql_pool(spec, min_size)
     try:
         yield _calls(world, lambda query, params=None, fetch=False:
-                     aiomysql_execute(pool, query, params, fetch))
+                     aiomysql_execute(pool, query, params, fetch),
+                     many=lambda query, seq: aiomysql_many(pool, query, seq))
     finally:
         pool.close()
         await pool.wait_closed()

@@ -4,7 +4,7 @@ the openers share."""
 import dataclasses
 import queue
 import threading
-from typing import Any, Callable, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 from adb.url import parse_url
 
@@ -45,15 +45,33 @@ class Calls:
 
     ``execute(sql, params=None)`` and ``query(sql, params=None)`` return what
     the world awaits (a future, a Deferred, or an already-settled ``Done``);
-    ``map(fn, items)`` runs ``fn(item)`` for every item as concurrently as the
-    world allows; ``stats`` gives adb's pool figures where there is a pool to ask.
+    ``world`` is where they run (``benchmarks.worlds``): its ``map``, ``spawn``
+    and ``channel`` are the scenario's concurrency; ``stats`` gives adb's pool
+    figures where there is a pool to ask. Optional, where the system has them:
+    ``many(sql, seq_of_params)``, the driver's executemany, and ``unit()``, an
+    async context manager giving a ``Unit`` whose calls run in one transaction
+    on one connection, committed at the end (rolled back on an error).
     """
 
     execute: Callable[..., Any]
     query: Callable[..., Any]
-    map: Callable[..., Any]
+    world: Any
     paramstyle: str
     stats: Optional[Callable[[], dict]] = None
+    many: Optional[Callable[..., Any]] = None
+    unit: Optional[Callable[[], Any]] = None
+
+    def map(self, fn, items):
+        """``fn(item)`` for every item, as concurrently as the world allows."""
+        return self.world.map(fn, items)
+
+
+class Unit(NamedTuple):
+    """The calls of one transaction on one connection (``Calls.unit()``)."""
+
+    execute: Callable[..., Any]
+    query: Callable[..., Any]
+    many: Callable[..., Any]
 
 
 def connect(spec, autocommit=True):

@@ -1,12 +1,14 @@
 """Plain blocking threads: each caller thread of the blocking world uses its own
 driver connection, no pool in between. What an async design has to beat; with one
-caller (seed 001) it is the blocking driver alone."""
+caller (seed 001) it is the blocking driver alone. In the gevent world the same
+opener runs on greenlets, each with its own cooperative connection; the DBUtils
+opener puts ``PooledDB`` between the threads and the connections."""
 
 import contextlib
 import threading
 
 from ..worlds import Done
-from .common import Calls, connect
+from .common import Calls, Unit, connect
 
 
 @contextlib.asynccontextmanager
@@ -29,16 +31,91 @@ async def open_threads(spec, world, min_size):
         return cur
 
     def execute(sql, params=None):
-        cur = cursor()
-        cur.execute(sql) if params is None else cur.execute(sql, params)
-        return Done(cur.rowcount)
+        return Done(_rowcount(cursor(), sql, params))
 
     def query(sql, params=None):
-        cur = cursor()
-        cur.execute(sql) if params is None else cur.execute(sql, params)
-        return Done(cur.fetchall())
+        return Done(_rows(cursor(), sql, params))
+
+    def many(sql, seq_of_params):
+        return Done(_many(cursor(), sql, seq_of_params))
     try:
-        yield Calls(execute, query, world.map, spec.paramstyle())
+        yield Calls(execute, query, world, spec.paramstyle(), many=many,
+                    unit=lambda: _transaction(cursor(), Unit(execute, query, many)))
     finally:
         for conn in opened:
             conn.close()
+
+
+@contextlib.asynccontextmanager
+async def _transaction(cur, unit):
+    """BEGIN ... COMMIT on this thread's own connection (it runs in autocommit)."""
+    cur.execute("begin")
+    try:
+        yield unit
+    except BaseException:
+        cur.execute("rollback")
+        raise
+    cur.execute("commit")
+
+
+@contextlib.asynccontextmanager
+async def open_dbutils(spec, world, min_size):
+    """The classic threaded pool: DBUtils' ``PooledDB`` of pool_size connections
+    (opened up front, autocommit), each call checking one out and back in;
+    ``unit()`` keeps one for a whole transaction. ``ping=0`` and ``reset=False``:
+    by default DBUtils pings at every checkout and rolls back at every return,
+    which on PyMySQL are two more round trips per call."""
+    from dbutils.pooled_db import PooledDB
+    pool = PooledDB(lambda: connect(spec), mincached=spec.pool_size,
+                    maxconnections=spec.pool_size, blocking=True, reset=False, ping=0)
+
+    def checked_out(run):
+        """A call that checks a connection out, runs ``run(cursor, sql, params)``
+        and checks it back in."""
+        def call(sql, params=None):
+            conn = pool.connection()
+            try:
+                with contextlib.closing(conn.cursor()) as cur:
+                    return Done(run(cur, sql, params))
+            finally:
+                conn.close()  # back to the pool
+        return call
+
+    @contextlib.asynccontextmanager
+    async def unit():
+        conn = pool.connection()
+        try:
+            with contextlib.closing(conn.cursor()) as cur:
+                def on_cur(run):
+                    return lambda sql, params=None: Done(run(cur, sql, params))
+                async with _transaction(cur, Unit(on_cur(_rowcount), on_cur(_rows),
+                                                  on_cur(_many))) as calls:
+                    yield calls
+        finally:
+            conn.close()
+    try:
+        yield Calls(checked_out(_rowcount), checked_out(_rows), world, spec.paramstyle(),
+                    many=checked_out(_many), unit=unit)
+    finally:
+        pool.close()
+
+
+def _execute(cur, sql, params):
+    if params is None:
+        cur.execute(sql)
+    else:
+        cur.execute(sql, params)
+    return cur
+
+
+def _rowcount(cur, sql, params):
+    return _execute(cur, sql, params).rowcount
+
+
+def _rows(cur, sql, params):
+    return _execute(cur, sql, params).fetchall()
+
+
+def _many(cur, sql, seq_of_params):
+    cur.executemany(sql, seq_of_params)
+    return cur.rowcount

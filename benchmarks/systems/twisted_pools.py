@@ -16,18 +16,22 @@ def _pool(spec, pool_class, min_size, **pool_kw):
 
 
 @contextlib.contextmanager
-def _opened(pool, world, spec):
+def _opened(pool, world, spec, **extra):
     try:
-        yield Calls(execute=pool.runOperation, query=pool.runQuery, map=world.map,
-                    paramstyle=spec.paramstyle(), stats=getattr(pool, "stats", None))
+        yield Calls(execute=pool.runOperation, query=pool.runQuery, world=world,
+                    paramstyle=spec.paramstyle(), stats=getattr(pool, "stats", None), **extra)
     finally:
         pool.close()
 
 
 @contextlib.asynccontextmanager
 async def open_adb(spec, world, min_size):
+    """adb's adbapi drop-in, with its runMany (adbapi has none). No ``unit``: the
+    drop-in runs a transaction as ``runInteraction(blocking_function)``, which a
+    scenario written over awaited calls cannot be."""
     from adb.twisted import ConnectionPool
-    with _opened(_pool(spec, ConnectionPool, min_size), world, spec) as calls:
+    pool = _pool(spec, ConnectionPool, min_size)
+    with _opened(pool, world, spec, many=pool.runMany) as calls:
         yield calls
 
 

@@ -32,7 +32,7 @@ async def _aiomysql_on_twisted(spec, world, min_size):
         yield Calls(
             execute=lambda sql, params=None: deferred(aiomysql_execute(pool, sql, params)),
             query=lambda sql, params=None: deferred(aiomysql_execute(pool, sql, params, True)),
-            map=world.map, paramstyle="format")
+            world=world, paramstyle="format")
     finally:
         pool.close()
         await deferred(pool.wait_closed())
@@ -46,7 +46,7 @@ async def _txpostgres(spec, world, min_size):
                                      min=spec.pool_size if min_size is None else min_size)
     await pool.start()
     try:
-        yield Calls(execute=pool.runOperation, query=pool.runQuery, map=world.map,
+        yield Calls(execute=pool.runOperation, query=pool.runQuery, world=world,
                     paramstyle="format")
     finally:
         pool.close()
