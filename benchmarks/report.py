@@ -154,3 +154,30 @@ def html(path, title, text_table, env, summary, fields):
 """
     with open(path, "w") as f:
         f.write(page)
+
+
+def line_chart(path, title, lines, xlabel, ylabel, log_base=10):
+    """One line per label through ``lines[label] = [(x, {"median", "min", "max"})]``,
+    min-max bars, a log x axis ticked at the xs: web's requests/s against
+    connections, bigdata's records/s against pool size."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    for label, points in lines.items():
+        points = sorted(points, key=lambda point: point[0])
+        xs, figures = [x for x, _ in points], [f for _, f in points]
+        medians = [f["median"] for f in figures]
+        ax.errorbar(xs, medians, yerr=[[m - f["min"] for m, f in zip(medians, figures)],
+                                       [f["max"] - m for m, f in zip(medians, figures)]],
+                    marker="o", capsize=3, label=label)
+    ticks = sorted({x for points in lines.values() for x, _ in points})
+    ax.set_xscale("log", base=log_base)
+    ax.set_xticks(ticks, [str(x) for x in ticks])
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=8)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

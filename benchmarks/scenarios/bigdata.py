@@ -271,29 +271,11 @@ def verify(url, rows, figures=None):
 
 def plot(path, summary, title, options):
     """Records/s (phase 2) against pool size, one line per system (median; bars min-max)."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from ..report import line_chart
     lines = {}
     for entry in summary.values():
         if "records_per_s" in entry:
             lines.setdefault(entry["system"], []).append((entry["pool_size"],
                                                           entry["records_per_s"]))
-    fig, ax = plt.subplots(figsize=(9, 5.5))
-    for system, points in lines.items():
-        points.sort()
-        xs = [p for p, _ in points]
-        medians = [r["median"] for _, r in points]
-        ax.errorbar(xs, medians, yerr=[[m - r["min"] for m, (_, r) in zip(medians, points)],
-                                       [r["max"] - m for m, (_, r) in zip(medians, points)]],
-                    marker="o", capsize=3, label=system)
-    ax.set_xscale("log")
-    xs = sorted({p for points in lines.values() for p, _ in points})
-    ax.set_xticks(xs, [str(x) for x in xs])
-    ax.set_xlabel("pool size (workers and connections)")
-    ax.set_ylabel("data elements inserted/s (median; bars min-max)")
-    ax.legend(fontsize=8)
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    line_chart(path, title, lines, "pool size (workers and connections)",
+               "data elements inserted/s (median; bars min-max)")

@@ -354,20 +354,28 @@ def verify(url, rows, figures=None):
 
 
 def plot(path, summary, title, options):
-    """Cumulative inserts/s over rows inserted, one line per system and mode (the
-    median run's report lines)."""
+    """Cumulative inserts/s over rows inserted (the last successful run's report
+    lines): a panel without and one with the query load; a colour per system, a
+    line style per mode."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(10, 6))
-    for name, entry in summary.items():
-        reports = entry.get("reports")
-        if reports:
-            ax.plot([r["rows"] for r in reports], [r["cum_ips"] for r in reports],
-                    marker=".", label=name)
-    ax.set_xlabel("rows inserted")
-    ax.set_ylabel("inserts/s (cumulative)")
-    ax.legend(fontsize=7, ncol=2)
+    styles = dict(zip(MODES, ("-", "--", ":", "-.")))
+    systems = list(dict.fromkeys(entry["system"] for entry in summary.values()))
+    colours = {system: f"C{n % 10}" for n, system in enumerate(systems)}
+    fig, panels = plt.subplots(1, 2, figsize=(13, 5.5), sharey=False)
+    for panel, queries in zip(panels, (False, True)):
+        for name, entry in summary.items():
+            reports = entry.get("reports")
+            mode = entry["variant"].split()[0] if entry.get("variant") else "serial"
+            if reports and entry["variant"].endswith("+queries") == queries:
+                panel.plot([r["rows"] for r in reports], [r["cum_ips"] for r in reports],
+                           styles.get(mode, "-"), color=colours[entry["system"]],
+                           label=name.replace(" +queries", ""))
+        panel.set_title("with the four query loops" if queries else "inserts only", fontsize=9)
+        panel.set_xlabel("rows inserted")
+        panel.set_ylabel("inserts/s (cumulative)")
+    panels[1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(path)

@@ -149,28 +149,12 @@ def verify(url, rows, figures=None):
 
 def plot(path, summary, title, options):
     """Requests/s against connections, one line per server (median; bars min-max)."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from ..report import line_chart
     xs = levels(options)
-    fig, ax = plt.subplots(figsize=(9, 5.5))
-    for name, entry in summary.items():
-        points = [entry.get(f"rps_c{c}") for c in xs]
-        if any(p is None for p in points):
-            continue
-        medians = [p["median"] for p in points]
-        ax.errorbar(xs, medians, yerr=[[m - p["min"] for m, p in zip(medians, points)],
-                                       [p["max"] - m for m, p in zip(medians, points)]],
-                    marker="o", capsize=3, label=name)
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(xs, [str(x) for x in xs])
-    ax.set_xlabel("wrk connections (keep-alive)")
-    ax.set_ylabel("requests/s (median; bars min-max)")
-    ax.legend(fontsize=8)
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    lines = {name: [(c, entry[f"rps_c{c}"]) for c in xs] for name, entry in summary.items()
+             if all(f"rps_c{c}" in entry for c in xs)}
+    line_chart(path, title, lines, "wrk connections (keep-alive)",
+               "requests/s (median; bars min-max)", log_base=2)
 
 
 def _table(url):
