@@ -174,6 +174,7 @@ def line_chart(path, title, lines, xlabel, ylabel, log_base=10):
     ticks = sorted({x for points in lines.values() for x, _ in points})
     ax.set_xscale("log", base=log_base)
     ax.set_xticks(ticks, [str(x) for x in ticks])
+    ax.minorticks_off()
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.legend(fontsize=8)

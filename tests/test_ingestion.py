@@ -203,3 +203,32 @@ def test_bigdata_sweeps_pool_sizes_with_the_switches_and_the_real_file(kind, tmp
     assert int(total) == real_sum
     assert statistics.median(e["records_per_s"]["median"]
                              for e in document["summary"].values()) > 0
+
+
+def test_plain_threads_reuse_the_connections_of_ended_callers(tmp_path):
+    """bigdata's second phase starts new caller threads: they take over the
+    connections of the first phase's (350 threads would otherwise hold 700)."""
+    from benchmarks.systems.common import RunSpec
+    from benchmarks.systems.threads import open_threads
+    from benchmarks.worlds import BlockingWorld
+    spec = RunSpec("bigdata", f"sqlite:///{tmp_path}/t.db", 1, 3)
+    world = BlockingWorld(threads=3)
+
+    async def main():
+        async with open_threads(spec, world, None) as calls:
+            for _phase in range(3):
+                await calls.map(lambda n: calls.query("select 1"), range(30))
+            return await calls.map(lambda n: calls.query("pragma database_list"), range(3))
+    import sqlite3
+    opened = []
+    real_connect = sqlite3.connect
+
+    def counting(*args, **kwargs):
+        opened.append(args)
+        return real_connect(*args, **kwargs)
+    sqlite3.connect = counting
+    try:
+        assert len(world.run(main)) == 3
+    finally:
+        sqlite3.connect = real_connect
+    assert len(opened) == 3  # the pool_size opened up front, reused by every phase

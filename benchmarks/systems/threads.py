@@ -15,6 +15,7 @@ from .common import Calls, Unit, connect
 async def open_threads(spec, world, min_size):
     spare = [connect(spec) for _ in range(spec.pool_size if min_size is None else min_size)]
     opened = list(spare)
+    owners = {}  # thread -> its connection
     local = threading.local()
     lock = threading.Lock()
 
@@ -22,11 +23,12 @@ async def open_threads(spec, world, min_size):
         cur = getattr(local, "cursor", None)
         if cur is None:
             with lock:
-                conn = spare.pop() if spare else None
+                conn = spare.pop() if spare else _left_by_an_ended_thread(owners)
             if conn is None:
                 conn = connect(spec)
                 with lock:
                     opened.append(conn)
+            owners[threading.current_thread()] = conn
             cur = local.cursor = conn.cursor()
         return cur
 
@@ -44,6 +46,16 @@ async def open_threads(spec, world, min_size):
     finally:
         for conn in opened:
             conn.close()
+
+
+def _left_by_an_ended_thread(owners):
+    """The connection of a caller thread that has ended (a scenario's second
+    ``map`` starts new callers: bigdata's two phases), or None."""
+    for thread, conn in list(owners.items()):
+        if not thread.is_alive():
+            del owners[thread]
+            return conn
+    return None
 
 
 @contextlib.asynccontextmanager
