@@ -375,7 +375,11 @@ def plot(path, summary, title, options):
         panel.set_title("with the four query loops" if queries else "inserts only", fontsize=9)
         panel.set_xlabel("rows inserted")
         panel.set_ylabel("inserts/s (cumulative)")
-    panels[1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
+    handles, labels = max((panel.get_legend_handles_labels() for panel in panels),
+                          key=lambda pair: len(pair[0]))  # a run may fill one panel only
+    if handles:
+        panels[1].legend(handles, labels, fontsize=7, loc="center left",
+                         bbox_to_anchor=(1.02, 0.5))
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(path)
