@@ -100,7 +100,7 @@ def statements(total, per_statement, clock=None):
     while done < total:
         began = time.perf_counter()
         count = min(per_statement, total - done)
-        when = (START + datetime.timedelta(seconds=done / 100_000)).strftime("%Y-%m-%d %H:%M:%S")
+        when = _when(done)
         values = ",".join("('%s',%d,%d,%d,%.2f)" % (when, c, cu, p, price)
                           for c, p, cu, price in (next(stream) for _ in range(count)))
         sql = (f"insert into {TABLE} (dateandtime,cashregisterid,customerid,productid,price) "
@@ -277,6 +277,7 @@ async def _query_loop(calls, kind, which, limit, tally):
 
 
 def _when(rows):
+    """The original's dateandtime: the start plus rows so far / 100,000 seconds."""
     return (START + datetime.timedelta(seconds=rows / 100_000)).strftime("%Y-%m-%d %H:%M:%S")
 
 

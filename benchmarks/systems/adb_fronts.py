@@ -6,51 +6,52 @@ whatever ``min_size`` says.
 """
 
 import contextlib
+import importlib
 
 from .common import Calls, Unit
 
 
-def _calls(db, world, settle=lambda value: value):
-    """The Database's calls; ``settle`` makes the sync front-end's plain values
-    awaitable (``Done``)."""
+def _calls(db, world, settle=None):
+    """The Database's calls, its own methods where they return futures (nothing
+    added per call); ``settle`` makes the sync front-end's plain values awaitable
+    (``Done``)."""
     def call(method):
+        if settle is None:
+            return method
         return lambda *args, **kwargs: settle(method(*args, **kwargs))
+    settled = settle or (lambda value: value)
 
     @contextlib.asynccontextmanager
     async def unit():
-        tx = await settle(db.beginTransaction())
+        tx = await settled(db.beginTransaction())
         committed = False
         try:
-            yield Unit(lambda sql, params=None: settle(db.runOperation(sql, params, tx)),
-                       lambda sql, params=None: settle(db.runQuery(sql, params, tx)),
-                       lambda sql, seq: settle(db.runMany(sql, seq, tx)))
-            await settle(db.commitTransaction(tx))
+            yield Unit(lambda sql, params=None: settled(db.runOperation(sql, params, tx)),
+                       lambda sql, params=None: settled(db.runQuery(sql, params, tx)),
+                       lambda sql, seq: settled(db.runMany(sql, seq, tx)))
+            await settled(db.commitTransaction(tx))
             committed = True
         finally:
             if not committed:
-                await settle(db.rollbackTransaction(tx))
+                await settled(db.rollbackTransaction(tx))
     return Calls(execute=call(db.runOperation), query=call(db.runQuery), world=world,
                  paramstyle=db.paramstyle, stats=db.stats, many=call(db.runMany), unit=unit)
 
 
-@contextlib.asynccontextmanager
-async def open_asyncio(spec, world, min_size):
-    import adb
-    db = adb.Database(spec.url, pool_size=spec.pool_size)
-    try:
-        yield _calls(db, world)
-    finally:
-        await db.close()
+def _awaitable_front_end(module):
+    """The opener of the front-end in ``module`` whose calls return futures."""
+    @contextlib.asynccontextmanager
+    async def opener(spec, world, min_size):
+        db = importlib.import_module(module).Database(spec.url, pool_size=spec.pool_size)
+        try:
+            yield _calls(db, world)
+        finally:
+            await db.close()
+    return opener
 
 
-@contextlib.asynccontextmanager
-async def open_tornado(spec, world, min_size):
-    import adb.tornado
-    db = adb.tornado.Database(spec.url, pool_size=spec.pool_size)
-    try:
-        yield _calls(db, world)
-    finally:
-        await db.close()
+open_asyncio = _awaitable_front_end("adb")
+open_tornado = _awaitable_front_end("adb.tornado")
 
 
 @contextlib.asynccontextmanager

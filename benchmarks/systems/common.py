@@ -2,8 +2,6 @@
 the openers share."""
 
 import dataclasses
-import queue
-import threading
 from typing import Any, Callable, NamedTuple, Optional
 
 from adb.url import parse_url
@@ -89,34 +87,6 @@ def connect(spec, autocommit=True):
     conn = module.connect(**kwargs)
     conn.autocommit = autocommit
     return conn
-
-
-def run_in_threads(count, work):
-    """Run ``work(index)`` in ``count`` threads; re-raise the first failure."""
-    errors = []
-
-    def guarded(index):
-        try:
-            work(index)
-        except BaseException as exc:  # reported after the join
-            errors.append(exc)
-    threads = [threading.Thread(target=guarded, args=(i,)) for i in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if errors:
-        raise errors[0]
-
-
-def job_queue(items, workers):
-    """A SimpleQueue holding ``items`` then one None per worker."""
-    jobs = queue.SimpleQueue()
-    for item in items:
-        jobs.put(item)
-    for _ in range(workers):
-        jobs.put(None)
-    return jobs
 
 
 def sqlite_settings(conn):
