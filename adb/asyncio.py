@@ -8,6 +8,7 @@ and refuses calls from any other loop.
 from __future__ import annotations
 
 import asyncio
+from asyncio import _get_running_loop
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, TypeVar
 
 from .core import SQL, BaseDatabase, Params
@@ -62,7 +63,10 @@ class Database(BaseDatabase):
     # -- the front-end interface ------------------------------------------------------
 
     def _new_future(self) -> asyncio.Future[Any]:
-        return self._running_loop().create_future()
+        loop = _get_running_loop()
+        if loop is None or loop is not self._loop_thread.loop:  # unbound, or the wrong loop
+            loop = self._running_loop()
+        return loop.create_future()
 
     @staticmethod
     def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:

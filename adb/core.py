@@ -86,6 +86,11 @@ class BaseDatabase:
         calls, never inside a transaction), less up to 5% jitter.
     :param max_idle: seconds a worker keeps an unused connection open.
     :param check_idle: run ``select 1`` before using a connection idle this long.
+    :param autobatch: group commit: a worker that takes a standalone ``runOperation``
+        while more wait runs up to this many of them as one unit (one round trip,
+        one commit), each caller still getting its own rowcount or error; None
+        (default): off. What it changes is in ``docs/usage.md`` ("Group commit")
+        and ``adb.autobatch``.
 
     The front-end interface. A front-end subclass provides these primitives and
     nothing else; everything else is built here from them:
@@ -123,6 +128,7 @@ class BaseDatabase:
                  statement_timeout: Optional[float] = None, max_queued: Optional[int] = None,
                  on_full: str = "wait", max_lifetime: Optional[float] = None,
                  max_idle: Optional[float] = None, check_idle: Optional[float] = None,
+                 autobatch: Optional[int] = None,
                  _pool_options: Optional[dict[str, Any]] = None, **connect_kwargs: Any) -> None:
         target = make_target(url, driver, connect_kwargs)
         if on_connect is not None and not callable(on_connect):
@@ -137,6 +143,9 @@ class BaseDatabase:
         try:
             self._driver = driver_obj = drivers.load(target, on_connect)
             size = _check_pool_size(pool_size, driver_obj, pool_options.pop("fit_size", False))
+            autobatch = _check_count(autobatch, "autobatch") or 1
+            if autobatch > 1:
+                driver_obj.enable_autobatch()
         except BaseException:
             self._remove_tempfile()
             raise
@@ -164,7 +173,9 @@ class BaseDatabase:
         self._pool = pool = Pool(
             driver_obj, size, self.name, handback=self._handback, is_abandoned=self._abandoned,
             on_exit=_weak_method(self._workers_exited), lost_error=self._lost_error,
-            max_lifetime=max_lifetime, max_idle=max_idle, check_idle=check_idle, **pool_options)
+            max_lifetime=max_lifetime, max_idle=max_idle, check_idle=check_idle,
+            autobatch=autobatch, **pool_options)
+        self._operation = Worker.batchable if autobatch > 1 else Worker.standalone
         if self._admission is not None:
             self._admission.attach(pool)
         self._put_shared = pool.submit if self._admission is None else self._admission.put
@@ -218,7 +229,10 @@ class BaseDatabase:
         ``runOperation((sql, params))`` (one tuple) also works, as in the 2011 adb.
         """
         sql, params = _statement(sql, params)
-        return self._dispatch(tx, Worker.standalone, (ops.operation, sql, params), timeout,
+        if tx is None:  # the hot path of a burst, one call shorter
+            return self._call(self._operation, (ops.operation, sql, params), None, timeout,
+                              statement_timeout)
+        return self._dispatch(tx, self._operation, (ops.operation, sql, params), timeout,
                               statement_timeout)
 
     def runMany(self, sql: Any, seq_of_params: Any, tx: Optional[Transaction] = None, *,

@@ -73,6 +73,12 @@ class BatchedHandback:
         if not self._scheduled:
             self._signal()
 
+    def many(self, results: list[tuple[Any, bool, Any]]) -> None:
+        """Queue ``(future, ok, value)`` results at once (a unit's, worker thread)."""
+        self._pending.extend(results)
+        if not self._scheduled:
+            self._signal()
+
     def nudge(self) -> None:
         """Have ``after()`` run soon though no result came (worker thread): a worker
         skipped a call whose caller gave up, and parked calls may now fit."""
@@ -152,6 +158,10 @@ class DirectHandback:
         self.settled += 1  # a statistic: a lost increment between threads is harmless
         if self._after is not None:
             self._after()
+
+    def many(self, results: list[tuple[Any, bool, Any]]) -> None:
+        for future, ok, value in results:
+            self(future, ok, value)
 
     def nudge(self) -> None:
         if self._after is not None:

@@ -20,11 +20,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from queue import Empty, SimpleQueue
 from typing import Any, Callable, Optional
 
-from . import health, ops
-from .call import ARGS, CLAIM, FUTURE, CallState, Job, RunningCall
+from . import autobatch, health, ops
+from .call import ARGS, CLAIM, FN, FUTURE, CallState, Job, RunningCall
 from .errors import ConnectionLost, PoolClosed, ServerUnavailable, StatementTimeout, TransactionError
 
 log = logging.getLogger("adb")
@@ -54,8 +55,10 @@ class Worker:
         self.busy = False
         self.current: Optional[RunningCall] = None  # the running call, for the watchdog
         self.completed = self.errors = self.connects = self.recycled = 0
+        self.units = self.batched = self.unit_fallbacks = 0  # autobatch: see adb.autobatch
         self.spare: Optional[tuple[Any, Any]] = None  # (connection, cursor), see on_spare_cursor
         self.inbox: SimpleQueue[Any] = SimpleQueue()  # jobs handed to this worker while idle
+        self.later: deque[Any] = deque()  # jobs taken while gathering a unit, served next
         self.thread = threading.Thread(
             target=self.run, name=f"{pool.name}-worker-{index}", daemon=True)
 
@@ -70,7 +73,10 @@ class Worker:
                 if job is STOP:
                     break
                 try:
-                    self.serve(job)
+                    if job[FN] is Worker.batchable and self.pool.autobatch > 1:
+                        self.serve_batchable(job)
+                    else:
+                        self.serve(job)
                 except Exception:  # a bug of adb's own: keep the worker alive
                     log.exception("%s: worker %d failed on a job", self.pool.name, self.index)
                 job = None  # hold no reference to a finished job while blocked
@@ -86,6 +92,8 @@ class Worker:
         next call instead of whichever thread the kernel would wake. A worker
         re-checks the shared queue after registering, so a job queued while it was
         registering is never stranded."""
+        if self.later:
+            return self.later.popleft()
         pool = self.pool
         for source in (self.inbox, pool.queue):
             if not source.empty():  # a burst leaves the inbox empty: no Empty raised per job
@@ -120,11 +128,34 @@ class Worker:
             log.warning("%s: worker %d could not connect: %s", self.pool.name, self.index, exc)
 
     def serve(self, job: Job) -> None:
-        future, fn, claim, run_timeout = job[:ARGS]
+        if self.admit(job):
+            self.execute(job)
+
+    def admit(self, job: Job) -> bool:
+        """Claim ``job`` for running; False (and skip it) if its caller gave up."""
+        future, claim = job[FUTURE], job[CLAIM]
         if (claim is not None and not claim.take()) \
                 or (future is not None and self.pool.is_abandoned(future)):
             self.pool.handback.nudge()  # given up before it started: it may make room
-            return
+            return False
+        return True
+
+    def serve_batchable(self, job: Job) -> None:
+        """A standalone operation: alone, or at the head of a unit of the operations
+        queued behind it (``Database(autobatch=N)``, see ``adb.autobatch``)."""
+        if self.pool.queue.empty() or self.driver.batch_path(job[autobatch.SQL]) \
+                is autobatch.Path.ALONE:
+            return self.serve(job)
+        if not self.admit(job):
+            return None
+        unit = autobatch.gather(self, job)
+        if len(unit.jobs) == 1:
+            return self.execute(job)
+        return autobatch.run(self, unit)
+
+    def execute(self, job: Job) -> None:
+        """Run an admitted job and hand its outcome back."""
+        future, fn, claim, run_timeout = job[:ARGS]
         self.busy = True
         deadline = None if run_timeout is None else time.monotonic() + run_timeout
         self.current = running = RunningCall(future, deadline)
@@ -257,6 +288,11 @@ class Worker:
             return self.atomic(op, *args)
         return self.on_spare_cursor(conn, op, args)
 
+    def batchable(self, op, *args):
+        """A standalone ``runOperation`` that may join a unit (``autobatch``); run
+        alone, it is any standalone call."""
+        return self.standalone(op, *args)
+
     def on_spare_cursor(self, conn, op, args):
         """Run adb's own ``op`` on the cursor the previous call left, or a new one.
 
@@ -386,7 +422,7 @@ class Pool:
                  warm: Optional[int] = None, start: bool = True,
                  max_lifetime: Optional[float] = None, max_idle: Optional[float] = None,
                  check_idle: Optional[float] = None, cancel_grace: float = 2.0,
-                 backoff: Optional[health.Backoff] = None) -> None:
+                 backoff: Optional[health.Backoff] = None, autobatch: int = 1) -> None:
         self.driver = driver
         self.name = name
         self.queue: SimpleQueue[Any] = SimpleQueue()
@@ -404,6 +440,7 @@ class Pool:
         self.cancel_grace = cancel_grace
         self.backoff = backoff or health.Backoff()
         self.reconnects = 0
+        self.autobatch = autobatch  # most calls one unit may hold (1: no units)
         self._alive = size
         self._alive_lock = threading.Lock()
         self.last_out = threading.Event()  # the last worker has left its loop
@@ -573,5 +610,8 @@ class Pool:
             "reconnects": self.reconnects,
             "recycled": sum(w.recycled for w in workers),
             "connect_failures": self.backoff.failures,
+            "units": sum(w.units for w in workers),
+            "batched": sum(w.batched for w in workers),
+            "unit_fallbacks": sum(w.unit_fallbacks for w in workers),
             "alive": self._alive,
         }

@@ -164,7 +164,7 @@ class ConnectionPool:
     ``rollbackTransaction`` and ``stats()``.
     """
 
-    CP_ARGS = "min max name noisy openfun reconnect good_sql".split()
+    CP_ARGS = "min max name noisy openfun reconnect good_sql autobatch".split()
     min = 3
     max = 5
     name: Optional[str] = None
@@ -172,6 +172,7 @@ class ConnectionPool:
     openfun: Optional[Callable[[Any], None]] = None
     reconnect = False
     good_sql: Optional[str] = "select 1"
+    autobatch: Optional[int] = None  # adb's own: cp_autobatch=64 (see Database(autobatch=))
     running = False
     shutdownID: Any = None
     startID: Any = None
@@ -245,7 +246,10 @@ class ConnectionPool:
         return self._db._call(Worker.standalone, (_query, kw or None) + args, None, None)
 
     def runOperation(self, *args: Any, **kw: Any) -> defer.Deferred[None]:
-        """``cursor.execute(*args, **kw)``, committed; a Deferred of None."""
+        """``cursor.execute(*args, **kw)``, committed; a Deferred of None. With
+        ``cp_autobatch`` a ``(sql[, params])`` call may join a unit (group commit)."""
+        if self.autobatch and not kw and 1 <= len(args) <= 2:
+            return self._db.runOperation(*args).addCallback(_none)
         return self._db._call(Worker.standalone, (_operation, kw or None) + args, None, None)
 
     def runMany(self, sql: SQL, seq_of_params: Iterable[Params],
@@ -301,6 +305,10 @@ class ConnectionPool:
         return f"<adb.twisted.ConnectionPool {self._db!r}>"
 
 
+def _none(_: Any) -> None:
+    return None
+
+
 class _PoolDatabase(Database):
     """The Database under a ConnectionPool: adbapi's sizes, hooks and reconnect."""
 
@@ -308,4 +316,5 @@ class _PoolDatabase(Database):
         options = {"warm": owner.min, "start": False, "fit_size": True,
                    "check_sql": owner.good_sql if owner.reconnect else None}
         super().__init__(target, reactor=owner._reactor, pool_size=owner.max,
-                         name=owner.name, on_connect=owner._on_connect, _pool_options=options)
+                         name=owner.name, on_connect=owner._on_connect,
+                         autobatch=owner.autobatch, _pool_options=options)

@@ -14,6 +14,7 @@ import select
 import socket
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence
 
+from ..autobatch import Path, PathCache, self_contained
 from ..errors import InterfaceError
 
 if TYPE_CHECKING:
@@ -84,6 +85,7 @@ class Driver:
         self.connect_kwargs = self.check(dict(target.kwargs))
         self.target = dataclasses.replace(target, kwargs=self.connect_kwargs, args=self.connect_args)
         self.on_connect = on_connect
+        self.batch_path = PathCache(self.path_of)
 
     @property
     def paramstyle(self) -> str:
@@ -164,6 +166,63 @@ class Driver:
     def is_disconnect(self, exc: BaseException, conn: Connection) -> bool:
         """True when ``exc`` means ``conn`` is unusable and must be replaced."""
         return False
+
+    # -- autobatch (see adb.autobatch): how a unit of standalone operations runs ----
+
+    #: a message longer than this (characters) runs as a transaction instead
+    max_message = 1 << 20
+
+    def enable_autobatch(self) -> None:
+        """Called once, before any connection opens, when ``autobatch`` is on."""
+
+    def path_of(self, sql: str) -> Path:
+        """How the DML statement ``sql`` may run in a unit (cached by ``batch_path``).
+        By default inside one transaction; a driver that can send a message of
+        statements and read each one's result says which statements may go there."""
+        return Path.TRANSACTION
+
+    def run_unit(self, conn: Connection, statements: list[tuple[str, Any]],
+                 path: Path) -> list[int]:
+        """Run ``statements`` (``(sql, params)`` pairs) as one atomic unit and return
+        each one's rowcount; on any error roll the unit back and raise it."""
+        if path is Path.MESSAGE:
+            counts = self.run_message(conn, statements)
+            if counts is not None:
+                return counts
+        self.begin(conn)
+        try:
+            cursor = conn.cursor()
+            try:
+                counts = []
+                for sql, params in statements:
+                    cursor.execute(sql) if params is None else cursor.execute(sql, params)
+                    counts.append(cursor.rowcount)
+            finally:
+                cursor.close()
+            self.commit(conn)
+        except BaseException:
+            self.rollback_quietly(conn)
+            raise
+        return counts
+
+    def run_message(self, conn: Connection,
+                    statements: list[tuple[str, Any]]) -> Optional[list[int]]:
+        """Run ``statements`` in one message, atomically, and return each one's
+        rowcount; None if the message would be too long (the caller then uses a
+        transaction). Only for drivers whose ``path_of`` says MESSAGE."""
+        raise NotImplementedError
+
+    def rollback_quietly(self, conn: Connection) -> None:
+        """Roll back after a failed unit; a broken connection is the caller's to see."""
+        try:
+            self.rollback(conn)
+        except Exception:
+            pass
+
+    @staticmethod
+    def message_safe(sql: str, line_comment: tuple[str, ...] = ("--",)) -> Path:
+        """MESSAGE for a self-contained statement, else TRANSACTION."""
+        return Path.MESSAGE if self_contained(sql, line_comment) else Path.TRANSACTION
 
 
 def _check_signature(connect: Callable[..., Any], kwargs: dict[str, Any], name: str) -> None:

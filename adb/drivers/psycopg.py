@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
 
+from ..autobatch import Path, without_terminator
 from ..errors import InterfaceError
 from . import _libpq
 from .base import Connection, Cursor, Driver, DriverInfo, Family
@@ -91,6 +92,29 @@ class PsycopgDriver(Driver):
 
     def is_disconnect(self, exc: BaseException, conn: Connection) -> bool:
         return bool(conn.closed or conn.broken)
+
+    def path_of(self, sql: str) -> Path:
+        """Any self-contained DML goes in a message: each statement's own command
+        tag is read with ``nextset()``."""
+        return self.message_safe(sql)
+
+    def run_message(self, conn: Connection, statements: list[tuple[str, Any]]) -> Any:
+        """The statements rendered by psycopg's client-side binding (``ClientCursor``,
+        psycopg2's way), joined with ``;`` into one simple-protocol query, which
+        PostgreSQL runs as one implicit transaction: all commit or none."""
+        cursor = self.dbapi.ClientCursor(conn)
+        try:
+            message = ";".join(cursor.mogrify(without_terminator(sql), params)
+                               for sql, params in statements)
+            if len(message) > self.max_message:
+                return None
+            cursor.execute(message)
+            counts = [cursor.rowcount]
+            while cursor.nextset():
+                counts.append(cursor.rowcount)
+        finally:
+            cursor.close()
+        return counts
 
 
 def _threshold(value: Any) -> Any:

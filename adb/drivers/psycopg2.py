@@ -7,7 +7,9 @@ statement falls back to ``executemany``.
 """
 
 import re
+import weakref
 
+from ..autobatch import Path, without_terminator
 from ..errors import InterfaceError
 from . import _libpq
 from .base import Driver, DriverInfo, Family
@@ -18,13 +20,38 @@ _UNPARSED = re.compile(r"\$|--|/\*|\bE'", re.IGNORECASE)
 #: one multi-row statement fails where row-by-row succeeds: a key twice in a page
 _DO_UPDATE = re.compile(r"\bdo\s+update\b", re.IGNORECASE)
 _PLACEHOLDER = re.compile(r"%[^%]")
+_PERCENT = re.compile(r"%.?", re.DOTALL)
 PAGE_SIZE = 1000
+#: the table of ``INSERT INTO name``: plain or quoted identifiers, schema-qualified or not
+_IDENT = r'(?:"(?:[^"]|"")+"|[A-Za-z_][\w$]*)'
+_TARGET = re.compile(rf"\s*insert\s+into\s+({_IDENT}(?:\s*\.\s*{_IDENT})*)", re.IGNORECASE)
+_ON_CONFLICT = re.compile(r"\bon\s+conflict\b", re.IGNORECASE)
+#: the last statement of a unit's message: it fails (and so rolls the whole message
+#: back) if a target table, or a partition of it, has what can change the rowcount of
+#: a one-row INSERT: a BEFORE or INSTEAD OF row trigger on INSERT, an INSERT rule,
+#: or a foreign table's remote side. It scans only those catalog rows (0.16 ms here)
+GUARD_TAG = "adb-autobatch-guard"
+GUARD = (
+    f"select ('{GUARD_TAG}: ' || s.x::regclass::text)::int from ("
+    "select tgrelid as x from pg_trigger where tgtype::int & 5 = 5 and tgtype::int & 66 <> 0 "
+    "union all select ev_class from pg_rewrite where ev_type = '3' "
+    "union all select ftrelid from pg_foreign_table) s, "
+    "(select $1::text[]::regclass[]::oid[] as t) named "
+    "where s.x = any(named.t) "
+    "or exists (select from pg_partition_ancestors(s.x) a where a.relid = any(named.t))")
+#: prepared once per connection: planning it for every unit cost 14% of a burst's rate
+PREPARE_GUARD = f"prepare adb_autobatch_guard(text[]) as {GUARD}"
+RUN_GUARD = "execute adb_autobatch_guard(%s)"
 
 
 class Psycopg2Driver(Driver):
     info = DriverInfo("psycopg2", Family.POSTGRESQL, ("psycopg2",), default=True,
                       extra="postgresql")
     autocommit = True
+
+    def enable_autobatch(self):
+        self.guarded: weakref.WeakSet = weakref.WeakSet()  # connections with the guard prepared
+        self.slots: dict = {}  # template -> its number of %s (-1: it uses other % forms)
 
     def check(self, kwargs):
         from psycopg2.extensions import make_dsn
@@ -94,6 +121,94 @@ class Psycopg2Driver(Driver):
 
     def is_disconnect(self, exc, conn):
         return bool(conn.closed)
+
+    def path_of(self, sql):
+        """A message only for a one-row ``INSERT ... VALUES (...)`` without ON CONFLICT:
+        psycopg2 reads only a message's last result, so each statement's rowcount
+        must be fixed by its form (1), and the message's guard proves nothing on
+        the target can change that. Any other DML: one transaction."""
+        if split_values(sql) is None or _ON_CONFLICT.search(sql) or not _TARGET.match(sql):
+            return Path.TRANSACTION
+        return self.message_safe(sql)
+
+    def run_message(self, conn, statements):
+        """The statements rendered by psycopg2's ``mogrify`` (what ``execute`` sends),
+        joined with ``;``, then the guard: one simple query, which PostgreSQL runs
+        as one implicit transaction, so a failing guard leaves no effect. A target
+        the guard refuses is remembered: its statements batch in a transaction."""
+        tables = sorted({_target(sql) for sql, _ in statements})
+        cursor = conn.cursor()
+        try:
+            message = b";".join(self.render(cursor, statements)
+                                + [cursor.mogrify(RUN_GUARD, (tables,))])
+            if len(message) > self.max_message:
+                return None
+            self.prepare_guard(cursor, conn)
+            try:
+                cursor.execute(message)
+            except self.dbapi.DataError as exc:
+                if GUARD_TAG in str(exc):
+                    for sql, _ in statements:
+                        self.batch_path.demote(sql)
+                raise
+            except self.dbapi.errors.InvalidSqlStatementName:
+                self.guarded.discard(conn)  # deallocated (DISCARD ALL, a pooler): again next time
+                raise
+        finally:
+            cursor.close()
+        return [1] * len(statements)
+
+    def render(self, cursor, statements):
+        """Each statement as ``execute`` would send it, by psycopg2's ``mogrify``. A
+        run of statements whose templates use only ``%s`` and whose parameter
+        tuples match their ``%s`` counts goes through one ``mogrify`` call (15%
+        less time than one call each): the counts matching, each statement gets
+        exactly its own values. Anything else is rendered on its own, as alone."""
+        parts, run_sql, run_params = [], [], []
+        slots = self.slots
+        for sql, params in statements:
+            sql = without_terminator(sql)
+            count = slots.get(sql)
+            if count is None:
+                count = slots[sql] = _positional_slots(sql)
+            if type(params) in (tuple, list) and len(params) == count:
+                run_sql.append(sql)
+                run_params.extend(params)
+                continue
+            if run_sql:
+                parts.append(cursor.mogrify(";".join(run_sql), run_params))
+                run_sql, run_params = [], []
+            parts.append(cursor.mogrify(sql, params))
+        if run_sql:
+            parts.append(cursor.mogrify(";".join(run_sql), run_params))
+        return parts
+
+    def prepare_guard(self, cursor, conn):
+        if conn not in self.guarded:
+            try:
+                cursor.execute(PREPARE_GUARD)
+            except self.dbapi.errors.DuplicatePreparedStatement:
+                pass
+            self.guarded.add(conn)
+
+
+def _target(sql):
+    """The table ``INSERT INTO`` names (``path_of`` let only such statements through)."""
+    match = _TARGET.match(sql)
+    assert match is not None
+    return match.group(1)
+
+
+def _positional_slots(sql):
+    """How many ``%s`` the template has, or -1 if it has any other ``%`` form
+    (``%(name)s``, a stray ``%``): only the plain form may share a ``mogrify``."""
+    count = 0
+    for match in _PERCENT.finditer(sql):
+        if match.group() == "%s":
+            count += 1
+        elif match.group() != "%%":
+            return -1
+    return count
 
 
 def split_values(sql):

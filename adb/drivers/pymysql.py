@@ -7,6 +7,7 @@ inserts, its bulk fast path.
 
 import socket
 
+from ..autobatch import without_terminator
 from ..errors import InterfaceError
 from .base import Driver, DriverInfo, Family, readable
 
@@ -17,6 +18,8 @@ _INT_KEYS = {"port", "connect_timeout", "read_timeout", "write_timeout",
 class PyMySQLDriver(Driver):
     info = DriverInfo("pymysql", Family.MYSQL, ("pymysql",), default=True, extra="mysql")
     autocommit = True
+    #: CLIENT.MULTI_STATEMENTS on every connection: only with ``autobatch``
+    multi_statements = False
 
     def check(self, kwargs):
         if self.connect_args:
@@ -34,8 +37,11 @@ class PyMySQLDriver(Driver):
         # PyMySQL's connect_timeout covers the TCP connect, not the handshake: bound
         # the handshake with a read timeout, lifted again once connected
         timeout = self.connect_kwargs.get("connect_timeout", 10)
-        conn = self.dbapi.connect(*self.connect_args,
-                                  **{"read_timeout": timeout, **self.connect_kwargs})
+        kwargs = {"read_timeout": timeout, **self.connect_kwargs}
+        if self.multi_statements:
+            from pymysql.constants import CLIENT
+            kwargs["client_flag"] = kwargs.get("client_flag", 0) | CLIENT.MULTI_STATEMENTS
+        conn = self.dbapi.connect(*self.connect_args, **kwargs)
         if "read_timeout" not in self.connect_kwargs:
             conn._read_timeout = None
             conn._sock.settimeout(None)
@@ -77,6 +83,39 @@ class PyMySQLDriver(Driver):
             return True
         return isinstance(exc, err.OperationalError) and exc.args[:1] in (
             (2006,), (2013,), (2014,), (1927,), (4031,))
+
+
+    def enable_autobatch(self):
+        self.multi_statements = True
+
+    def path_of(self, sql):
+        """Any self-contained DML goes in a message (``#`` starts a comment here too)."""
+        return self.message_safe(sql, ("--", "#"))
+
+    def run_message(self, conn, statements):
+        """``START TRANSACTION; s1; ...; sN; COMMIT`` in one message, each statement
+        rendered by PyMySQL's own escaping (``mogrify``, what ``execute`` does) and
+        its affected rows read with ``nextset()``. The server stops at the first
+        failing statement, so COMMIT is never reached then: the unit is rolled back."""
+        cursor = conn.cursor()
+        try:
+            body = ";".join(cursor.mogrify(without_terminator(sql), params)
+                            for sql, params in statements)
+            if len(body) > self.max_message:
+                return None
+            try:
+                cursor.execute(f"START TRANSACTION;{body};COMMIT")
+                counts = []
+                for _ in statements:
+                    cursor.nextset()
+                    counts.append(cursor.rowcount)
+                cursor.nextset()  # the COMMIT's
+            except BaseException:
+                self.rollback_quietly(conn)
+                raise
+        finally:
+            cursor.close()
+        return counts
 
 
 def _as_int(key, value):

@@ -38,11 +38,13 @@ def _calls(db, world, settle=None):
                  paramstyle=db.paramstyle, stats=db.stats, many=call(db.runMany), unit=unit)
 
 
-def _awaitable_front_end(module):
-    """The opener of the front-end in ``module`` whose calls return futures."""
+def _awaitable_front_end(module, **options):
+    """The opener of the front-end in ``module`` whose calls return futures;
+    ``options`` go to its Database."""
     @contextlib.asynccontextmanager
     async def opener(spec, world, min_size):
-        db = importlib.import_module(module).Database(spec.url, pool_size=spec.pool_size)
+        db = importlib.import_module(module).Database(spec.url, pool_size=spec.pool_size,
+                                                      **options)
         try:
             yield _calls(db, world)
         finally:
@@ -50,8 +52,13 @@ def _awaitable_front_end(module):
     return opener
 
 
+#: group commit's batch size in the ``-autobatch`` systems (the issue's and the docs' 64)
+AUTOBATCH = 64
+
 open_asyncio = _awaitable_front_end("adb")
 open_tornado = _awaitable_front_end("adb.tornado")
+open_asyncio_autobatch = _awaitable_front_end("adb", autobatch=AUTOBATCH)
+open_tornado_autobatch = _awaitable_front_end("adb.tornado", autobatch=AUTOBATCH)
 
 
 @contextlib.asynccontextmanager

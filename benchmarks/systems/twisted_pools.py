@@ -25,14 +25,20 @@ def _opened(pool, world, spec, **extra):
 
 
 @contextlib.asynccontextmanager
-async def open_adb(spec, world, min_size):
+async def open_adb(spec, world, min_size, **options):
     """adb's adbapi drop-in, with its runMany (adbapi has none). No ``unit``: the
     drop-in runs a transaction as ``runInteraction(blocking_function)``, which a
-    scenario written over awaited calls cannot be."""
+    scenario written over awaited calls cannot be. ``options``: its ``cp_`` keywords."""
     from adb.twisted import ConnectionPool
-    pool = _pool(spec, ConnectionPool, min_size)
+    pool = _pool(spec, ConnectionPool, min_size, **options)
     with _opened(pool, world, spec, many=pool.runMany) as calls:
         yield calls
+
+
+def open_adb_autobatch(spec, world, min_size):
+    """The drop-in with group commit (``cp_autobatch``)."""
+    from .adb_fronts import AUTOBATCH
+    return open_adb(spec, world, min_size, cp_autobatch=AUTOBATCH)
 
 
 @contextlib.asynccontextmanager
