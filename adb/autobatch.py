@@ -176,6 +176,8 @@ def run(worker: Worker, unit: Unit) -> None:
     worker.busy = False
     worker.units += 1
     if error is None:
+        if running.state is not CallState.RUNNING and not worker.responds(conn, "select 1"):
+            worker.disconnect("failed its check after a cancel")  # a late cancel hits nothing
         worker.batched += len(jobs)
         worker.completed += len(jobs)
         worker.pool.handback.many([(job[FUTURE], True, count) for job, count in zip(jobs, counts)])
