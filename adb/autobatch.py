@@ -41,8 +41,8 @@ if TYPE_CHECKING:
 SQL, PARAMS = ARGS + 1, ARGS + 2
 
 _DML = re.compile(r"\s*(insert|update|delete|replace)\s", re.IGNORECASE)
-#: characters that end a self-contained scan at once (escapes, dollar quotes, comments)
-_UNSAFE = {"\\": "a backslash", "$": "a dollar sign"}
+#: characters that change how quotes are read (escapes, dollar quotes): never self-contained
+_UNSAFE = "\\$"
 _TRAILING = frozenset("; \t\r\n")
 
 
@@ -65,9 +65,7 @@ def self_contained(sql: str, line_comment: tuple[str, ...] = ("--",)) -> bool:
     one aside), no comment and nothing that changes how quotes are read (a
     backslash, a dollar quote). Joined to another such statement with ``;`` it
     cannot swallow or alter its neighbour."""
-    text = sql.rstrip()
-    if text.endswith(";"):
-        text = text[:-1]
+    text = without_terminator(sql)
     if any(mark in text for mark in _UNSAFE):
         return False
     quote = None
@@ -131,8 +129,9 @@ class Unit:
             self.path = path
 
 
-def gather(worker: Worker, first: Job) -> Unit:
-    """The unit ``first`` (admitted) heads: it and up to ``autobatch - 1`` more
+def gather(worker: Worker, first: Job, path: Path) -> Unit:
+    """The unit ``first`` (admitted, its statement on ``path``) heads: it and up to
+    ``autobatch - 1`` more
     standalone operations taken from the shared queue, in queue order.
 
     A queued call that may not join (a non-batchable job, a STOP) ends the
@@ -143,7 +142,7 @@ def gather(worker: Worker, first: Job) -> Unit:
     pool = worker.pool
     queue, later, path_of = pool.queue, worker.later, worker.driver.batch_path
     known, batchable, limit = path_of.paths, type(worker).batchable, pool.autobatch
-    unit = Unit(first, path_of(first[SQL]))
+    unit = Unit(first, path)
     jobs = unit.jobs
     while len(jobs) < limit and not queue.empty():
         try:
@@ -175,16 +174,16 @@ def run(worker: Worker, unit: Unit) -> None:
     worker.current = None
     worker.busy = False
     worker.units += 1
+    if error is not None and conn is not None \
+            and (running.state is CallState.CUT or driver.is_disconnect(error, conn)):
+        return _lost(worker, jobs, error)
+    worker.check_after_cancel(running)
     if error is None:
-        if running.state is not CallState.RUNNING and not worker.responds(conn, "select 1"):
-            worker.disconnect("failed its check after a cancel")  # a late cancel hits nothing
         worker.batched += len(jobs)
         worker.completed += len(jobs)
         worker.pool.handback.many([(job[FUTURE], True, count) for job, count in zip(jobs, counts)])
-    elif conn is not None and (running.state is CallState.CUT or driver.is_disconnect(error, conn)):
-        _lost(worker, jobs, error)
     else:
-        _one_by_one(worker, jobs, running)
+        _one_by_one(worker, jobs)
 
 
 def _deadline(unit: list[Job]) -> Optional[float]:
@@ -208,13 +207,10 @@ def _lost(worker: Worker, unit: list[Job], error: BaseException) -> None:
         pool.handback(job[FUTURE], False, lost)
 
 
-def _one_by_one(worker: Worker, unit: list[Job], running: RunningCall) -> None:
+def _one_by_one(worker: Worker, unit: list[Job]) -> None:
     """The unit failed and was rolled back: run each call alone, so each caller
     gets its own outcome (the failing one its own error)."""
     worker.unit_fallbacks += 1
-    if running.state is not CallState.RUNNING and worker.conn is not None \
-            and not worker.responds(worker.conn, "select 1"):
-        worker.disconnect("failed its check after a cancel")  # a late cancel must hit nothing
     for job in unit:
         worker.execute(job)
 

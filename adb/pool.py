@@ -143,12 +143,14 @@ class Worker:
     def serve_batchable(self, job: Job) -> None:
         """A standalone operation: alone, or at the head of a unit of the operations
         queued behind it (``Database(autobatch=N)``, see ``adb.autobatch``)."""
-        if self.pool.queue.empty() or self.driver.batch_path(job[autobatch.SQL]) \
-                is autobatch.Path.ALONE:
+        if self.pool.queue.empty():
+            return self.serve(job)
+        path = self.driver.batch_path(job[autobatch.SQL])
+        if path is autobatch.Path.ALONE:
             return self.serve(job)
         if not self.admit(job):
             return None
-        unit = autobatch.gather(self, job)
+        unit = autobatch.gather(self, job, path)
         if len(unit.jobs) == 1:
             return self.execute(job)
         return autobatch.run(self, unit)
@@ -251,8 +253,7 @@ class Worker:
                      run_timeout: Optional[float]) -> tuple[Any, bool]:
         """After the watchdog cancelled this call: name a timeout, check the connection."""
         cut = running.state is CallState.CUT
-        if self.conn is not None and not cut and not self.responds(self.conn, "select 1"):
-            self.disconnect("failed its check after a cancel")
+        self.check_after_cancel(running)
         if ok or running.deadline is None or time.monotonic() < running.deadline:
             return value, ok
         cut = cut or isinstance(value, ConnectionLost)
@@ -262,6 +263,17 @@ class Worker:
                else "cancelled on the server; it took no effect"), may_have_run=cut)
         timeout.__cause__ = value
         return timeout, False
+
+    def check_after_cancel(self, running: RunningCall) -> None:
+        """Once the watchdog acted on ``running`` (a call or a unit): replace a
+        connection it cut, and one it sent a cancel to unless it answers, so a
+        cancel that arrived late hits nothing."""
+        if self.conn is None or running.state is CallState.RUNNING:
+            return
+        if running.state is CallState.CUT:
+            self.disconnect("cut after its call overran")
+        elif not self.responds(self.conn, "select 1"):
+            self.disconnect("failed its check after a cancel")
 
     def responds(self, conn, sql):
         """True when ``conn`` runs ``sql`` (after clearing an aborted transaction)."""

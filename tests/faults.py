@@ -1,7 +1,9 @@
 """Helpers for the fault tests: token inserts, outcome accounting, invariant checks."""
 
 import asyncio
+import contextlib
 import os
+import threading
 import shutil
 import subprocess
 import time
@@ -87,6 +89,26 @@ async def fire(db, table, count, ledger, prefix="t", **kw):
             outcome = exc
         ledger.record(token, outcome, loop.time() - start)
     await asyncio.gather(*(one(i) for i in range(count)))
+
+
+@contextlib.contextmanager
+def repeatedly(action, every=0.1):
+    """Run ``action()`` every ``every`` seconds in a thread while the block runs;
+    yields the list of the times it ran (the killer of the load tests)."""
+    stop = threading.Event()
+    times = []
+
+    def loop():
+        while not stop.wait(every):
+            action()
+            times.append(time.monotonic())
+    thread = threading.Thread(target=loop)
+    thread.start()
+    try:
+        yield times
+    finally:
+        stop.set()
+        thread.join()
 
 
 async def recovers(db, probes=20, within=10.0):

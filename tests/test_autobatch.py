@@ -24,7 +24,7 @@ from adb.errors import ConnectionLost, InterfaceError, StatementTimeout
 from adb.url import make_target
 
 from .conftest import URLS, psycopg_url, require_server
-from .faults import Ledger, TokenTable, fire, recovers
+from .faults import Ledger, TokenTable, fire, recovers, repeatedly
 from .test_faults import kill_all, proxy_for, report, url_for, via
 
 #: a column whose bad input is a type error on each server; SQLite needs a CHECK for one
@@ -347,20 +347,8 @@ async def test_kills_under_load_with_autobatch(kind):
     db = adb.Database(url_for(kind, name), pool_size=4, name=name, autobatch=64)
     table = TokenTable(URLS["mysql" if kind == "mysql" else "postgresql"])
     ledger = Ledger()
-    stop = threading.Event()
-    kills = []
-
-    def killer():
-        while not stop.wait(0.1):
-            kill_all(db, kind)
-            kills.append(1)
-    thread = threading.Thread(target=killer)
-    thread.start()
-    try:
+    with repeatedly(lambda: kill_all(db, kind)) as kills:
         await fire(db, table, 8000, ledger)
-    finally:
-        stop.set()
-        thread.join()
     try:
         await recovers(db)
         figures = ledger.check(table.tokens())

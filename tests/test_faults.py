@@ -22,7 +22,7 @@ from adb.errors import ConnectionLost, ForkError, PoolClosed, QueueFull, ServerU
 
 from .conftest import URLS, psycopg_url, require_server
 from .faultproxy import FaultProxy
-from .faults import Ledger, TokenTable, fire, recovers, restart_postgresql
+from .faults import Ledger, TokenTable, fire, recovers, repeatedly, restart_postgresql
 
 
 def report(name, **figures):
@@ -110,20 +110,8 @@ async def test_kills_under_load(kind, tokens):
     db = adb.Database(url_for(kind, name), pool_size=8, name=name)
     table = tokens(kind)
     ledger = Ledger()
-    stop = threading.Event()
-    kills = []
-
-    def killer():
-        while not stop.wait(0.1):
-            kill_all(db, kind)
-            kills.append(time.monotonic())
-    thread = threading.Thread(target=killer)
-    thread.start()
-    try:
+    with repeatedly(lambda: kill_all(db, kind)) as kills:
         await fire(db, table, 5000, ledger)
-    finally:
-        stop.set()
-        thread.join()
     recovery = await recovers(db)
     figures = ledger.check(table.tokens())
     assert ledger.settle_max < 30

@@ -136,7 +136,7 @@ class Psycopg2Driver(Driver):
         joined with ``;``, then the guard: one simple query, which PostgreSQL runs
         as one implicit transaction, so a failing guard leaves no effect. A target
         the guard refuses is remembered: its statements batch in a transaction."""
-        tables = sorted({_target(sql) for sql, _ in statements})
+        tables = sorted({_target(sql) for sql in {sql for sql, _ in statements}})
         cursor = conn.cursor()
         try:
             message = b";".join(self.render(cursor, statements)
