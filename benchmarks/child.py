@@ -10,17 +10,17 @@ import json
 import resource
 import sys
 
-from .systems import SYSTEMS
+from .systems import MONGO_SYSTEMS, SYSTEMS
 from .systems.common import RunSpec
 
 
 def run_system(system, spec):
     """Run ``spec.scenario`` on ``system`` in this process; return its figures."""
-    from .scenarios import SCENARIOS
+    from .scenarios import scenario_for
     from .worlds import world
     if spec.scenario in system.runners:
         return resolve(system.runners[spec.scenario])(spec)
-    scenario = SCENARIOS[spec.scenario]
+    scenario = scenario_for(spec.scenario, spec.kind)
     place = world(system.world_for(spec.kind), spec.pool_size)
     opener = resolve(system.opener)
 
@@ -30,6 +30,13 @@ def run_system(system, spec):
     return place.run(main)
 
 
+def _system(name, spec):
+    """The system called ``name``: a MongoDB client on a mongodb:// URL, else a SQL
+    system (looked up without importing a scenario, so no driver before gevent's
+    patching)."""
+    return (MONGO_SYSTEMS if spec.kind == "mongodb" else SYSTEMS)[name]
+
+
 def resolve(name):
     module, function = name.split(":")
     return getattr(importlib.import_module(module), function)
@@ -37,8 +44,9 @@ def resolve(name):
 
 def main(argv):
     request = json.loads(argv[0])
-    system = SYSTEMS[request.pop("system")]
+    name = request.pop("system")
     spec = RunSpec(**request)
+    system = _system(name, spec)
     if system.world_for(spec.kind) == "gevent":  # before the scenario imports any driver
         from .worlds import GeventWorld
         GeventWorld.patch(spec.driver)

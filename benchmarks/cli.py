@@ -15,10 +15,9 @@ from urllib.parse import quote
 from adb import drivers
 from adb.url import parse_url
 
-from . import harness, report
-from .scenarios import SCENARIOS
+from . import harness, mongo, report
+from .scenarios import SCENARIOS, roster_of, scenario_for
 from .systems import SYSTEMS
-
 
 
 def parser():
@@ -26,8 +25,8 @@ def parser():
         prog="python -m benchmarks",
         description="adb against its peers on published experiments (see docs/benchmarks.md).")
     p.add_argument("--scenario", default="parallel-insert", choices=sorted(SCENARIOS))
-    p.add_argument("--dburl", help="database URL (postgresql://, mysql://, sqlite:///); "
-                   "default: SQLite in a temporary file")
+    p.add_argument("--dburl", help="database URL (postgresql://, mysql://, sqlite:///; "
+                   "mongodb:// for sequential and mongo-tasks); default: SQLite in a temporary file")
     p.add_argument("--systems", help="comma-separated systems (default: all available); see --list")
     p.add_argument("--rows", type=int, default=None,
                    help="rows to insert (100000 on a server; 20000 on the embedded default, "
@@ -62,14 +61,6 @@ def parser():
 def parse(argv):
     p = parser()
     args = p.parse_args(argv)
-    scenario = SCENARIOS[args.scenario]
-    if args.rows is None:
-        args.rows = getattr(scenario, "DEFAULT_ROWS", None) or (
-            100_000 if (args.dburl or args.db) else 20_000)
-    if args.pool_size is None:
-        args.pool_size = [getattr(scenario, "DEFAULT_POOL_SIZE", 10)]
-    if args.rows < 1 or args.repeat < 1:
-        p.error("--rows and --repeat must be positive")
     if args.db and args.dburl:
         p.error("give --dburl or --db, not both")
     if args.db:
@@ -79,6 +70,19 @@ def parse(argv):
         user = args.dbuser or "root"
         auth = quote(user, safe="") + (":" + quote(args.dbpasswd, safe="") if args.dbpasswd else "")
         args.dburl = f"{kind}://{auth}@{args.dbhost}/{args.dbname}"
+    try:
+        args.kind = kind_of(args.dburl) if args.dburl else "sqlite"
+        scenario = args.scenario_module = scenario_for(args.scenario, args.kind)
+    except ValueError as exc:
+        p.error(str(exc))
+    if args.rows is None:
+        args.rows = getattr(scenario, "DEFAULT_ROWS", None) or (
+            100_000 if args.dburl else 20_000)
+    if args.pool_size is None:
+        default = getattr(scenario, "DEFAULT_POOL_SIZE", 10)
+        args.pool_size = list(default) if isinstance(default, tuple) else [default]
+    if args.rows < 1 or args.repeat < 1:
+        p.error("--rows and --repeat must be positive")
     args.options = {a.dest: getattr(args, a.dest) for a in _scenario_arguments(p, scenario)}
     try:
         args.fields = fields_of(scenario, args.options)
@@ -112,11 +116,6 @@ def variants_of(scenario, options):
     return scenario.variants(options) if hasattr(scenario, "variants") else [("", {})]
 
 
-def roster_of(scenario):
-    """The systems a scenario runs: its own roster (the web servers) or SYSTEMS."""
-    return getattr(scenario, "ROSTER", SYSTEMS)
-
-
 def fields_of(scenario, options):
     """The scenario's report fields (a tuple, or a function of its options)."""
     return scenario.fields(options) if hasattr(scenario, "fields") else scenario.FIELDS
@@ -136,13 +135,13 @@ def selected_systems(p, args, roster):
     if unknown:
         p.error(f"unknown system(s) {', '.join(unknown)} for --scenario {args.scenario}; "
                 "--list shows them")
-    defaults = getattr(SCENARIOS[args.scenario], "DEFAULT_SYSTEMS", roster)
+    defaults = getattr(args.scenario_module, "DEFAULT_SYSTEMS", roster)
     return list(dict.fromkeys(names)) or list(defaults)
 
 
 def kind_of(url):
-    """The server family of ``url``: postgresql, mysql or sqlite."""
-    return parse_url(url).family.scheme
+    """The server family of ``url``: postgresql, mysql, sqlite or mongodb."""
+    return mongo.SCHEME if mongo.is_mongo(url) else parse_url(url).family.scheme
 
 
 class ProgressUI:
@@ -180,13 +179,15 @@ def main(argv=None):
     args = parse(sys.argv[1:] if argv is None else argv)
     if args.list:
         for name, scenario in SCENARIOS.items():
-            print(f"scenario {name}: {scenario.DESCRIPTION}")
+            print(f"scenario {name}: {scenario.DESCRIPTION}"
+                  + (" (and on MongoDB: the MongoDB clients of mongo-tasks)"
+                     if name == "sequential" else ""))
             for system_name, system in roster_of(scenario).items():
                 if roster_of(scenario) is not SYSTEMS or name == "parallel-insert":
                     print(f"  {system_name:<22} {system.label}; databases: "
                           f"{', '.join(system.kinds)}" + (f"; {system.note}" if system.note else ""))
         return 0
-    scenario = SCENARIOS[args.scenario]
+    scenario = args.scenario_module
     roster = roster_of(scenario)
     tmpdir = None
     url = args.dburl
@@ -283,5 +284,4 @@ def short_server(version):
 
 
 def _describe(url):
-    from adb.url import parse_url
-    return parse_url(url).describe()
+    return mongo.describe(url) if mongo.is_mongo(url) else parse_url(url).describe()

@@ -13,7 +13,8 @@ def environment(url, kind):
     from importlib import metadata
     libs = {}
     for dist in ("adb-async", "psycopg2-binary", "PyMySQL", "tornado", "Twisted", "asyncpg",
-                 "aiopg", "psycopg", "psycopg-pool", "aiomysql", "txpostgres", "uvloop"):
+                 "aiopg", "psycopg", "psycopg-pool", "aiomysql", "txpostgres", "uvloop",
+                 "pymongo", "motor"):
         try:
             libs[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
@@ -32,6 +33,9 @@ def environment(url, kind):
 
 def server_version(url, kind):
     import adb.sync
+    from . import mongo
+    if kind == mongo.SCHEME:
+        return mongo.server_version(url)
     try:
         with adb.sync.Database(url, pool_size=1) as db:
             if kind == "sqlite":

@@ -1,7 +1,8 @@
 """Test targets: real PostgreSQL, MariaDB/MySQL and SQLite.
 
 Server URLs default to this project's development machine and can be changed
-with ADB_TEST_POSTGRESQL_URL and ADB_TEST_MYSQL_URL. Without a server the tests
+with ADB_TEST_POSTGRESQL_URL and ADB_TEST_MYSQL_URL (the MongoDB benchmarks'
+server with ADB_MONGO_URL). Without a server the tests
 that need it are skipped with a message saying how to get one, except under
 CI=true, where a missing server fails them.
 """
@@ -21,18 +22,23 @@ import adb.sync
 import adb.url
 import adb.tornado
 import adb.twisted
+import benchmarks.mongo
 from twisted.internet.asyncioreactor import AsyncioSelectorReactor
 from twisted.internet.defer import Deferred
 
 URLS = {
     "postgresql": os.environ.get("ADB_TEST_POSTGRESQL_URL", "postgresql://root@127.0.0.1:5432/test"),
     "mysql": os.environ.get("ADB_TEST_MYSQL_URL", "mysql://root@127.0.0.1:3306/test"),
+    # the benchmarks' MongoDB scenarios only: ADB_MONGO_URL, else what .ci/start-mongo started
+    "mongodb": benchmarks.mongo.default_url(),
 }
 HOW_TO_START = {
     "postgresql": "start PostgreSQL on 127.0.0.1:5432 with a 'test' database "
                   "(`bash .ci/start-servers`) or set ADB_TEST_POSTGRESQL_URL",
     "mysql": "start MariaDB/MySQL on 127.0.0.1:3306 with a 'test' database "
              "(`bash .ci/start-servers`) or set ADB_TEST_MYSQL_URL",
+    "mongodb": "start the MongoDB stand-in (`bash .ci/start-mongo`, which needs Node.js 20 "
+               "and npm) or set ADB_MONGO_URL",
 }
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 _reachable = {}

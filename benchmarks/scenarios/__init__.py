@@ -30,13 +30,43 @@ declare ``add_arguments(group)`` (its options), ``fields(options)`` instead of
 ``tools()`` (versions for the report), ``plot`` and ``USES_DATABASE = False``
 (web-hello: no server version, no SQLite hint).
 
+A scenario that runs on MongoDB (which adb does not talk to: these measure the
+drivers people use there) says so with ``KINDS = ("mongodb",)`` and brings the
+MongoDB clients as its ``ROSTER``; ``sequential`` has a MongoDB twin,
+``sequential_mongo``, that ``scenario_for`` picks for a mongodb:// URL.
+
 A new scenario is its module and a line below; no system needs a change.
 """
 
-from . import bigdata, iibench, parallel_insert, sequential, web, web_hello
+from . import (bigdata, iibench, mongo_tasks, parallel_insert, sequential, sequential_mongo, web,
+               web_hello)
 
 SCENARIOS = {module.NAME: module for module in (parallel_insert, sequential, web, web_hello,
-                                                  iibench, bigdata)}
+                                                  iibench, bigdata, mongo_tasks)}
+#: what a scenario name means on a mongodb:// URL
+ON_MONGODB = {"sequential": sequential_mongo, "mongo-tasks": mongo_tasks}
+SQL = ("postgresql", "mysql", "sqlite")
+
+
+def scenario_for(name, kind):
+    """The scenario module that runs ``name`` against a ``kind`` of database;
+    ValueError, naming the ones that can, if none does."""
+    scenario = ON_MONGODB.get(name) if kind == "mongodb" else SCENARIOS[name]
+    if scenario is None or kind not in getattr(scenario, "KINDS", SQL):
+        on = "MongoDB" if kind == "mongodb" else "a SQL database"
+        able = sorted(ON_MONGODB) if kind == "mongodb" else sorted(
+            n for n, m in SCENARIOS.items() if kind in getattr(m, "KINDS", SQL))
+        raise ValueError(f"--scenario {name} does not run on {on}; these do: {', '.join(able)}"
+                         + ("" if kind == "mongodb" else
+                            " (and sequential and mongo-tasks with --dburl mongodb://...)"))
+    return scenario
+
+
+def roster_of(scenario):
+    """The systems a scenario runs: its own roster (the web servers, the MongoDB
+    clients) or the SQL systems."""
+    from ..systems import SYSTEMS
+    return getattr(scenario, "ROSTER", SYSTEMS)
 
 
 class WrongResult(Exception):

@@ -101,3 +101,26 @@ SYSTEMS = {s.name: s for s in [
            programs=("pgbench", "mysqlslap"), note="C clients; keys from a server-side sequence",
            runners={"parallel-insert": f"{_M}.cclients:run"}),
 ]}
+
+#: MongoDB's clients, for the MongoDB scenarios (their ``ROSTER``); the figures come
+#: from whatever answers the mongodb:// URL, usually the stand-in of .ci/start-mongo
+MONGO = ("mongodb",)
+MONGO_SYSTEMS = {s.name: s for s in [
+    System("pymongo", "PyMongo, blocking (MongoClient)", MONGO, f"{_M}.mongo_clients:open_pymongo",
+           "blocking", requires=("pymongo",)),
+    System("motor-asyncio", "Motor on asyncio (AsyncIOMotorClient)", MONGO,
+           f"{_M}.mongo_clients:open_motor", requires=("motor",),
+           note="PyMongo on Motor's thread pool, a future per call; deprecated since 2025-05-14"),
+    System("motor-tornado", "Motor on Tornado's IOLoop (MotorClient)", MONGO,
+           f"{_M}.mongo_clients:open_motor", "tornado", requires=("motor", "tornado")),
+    System("pymongo-async", "PyMongo's native asyncio client (AsyncMongoClient)", MONGO,
+           f"{_M}.mongo_clients:open_async_client", requires=("pymongo",),
+           note="no threads: Motor's successor"),
+    System("executor", "PyMongo through asyncio's run_in_executor", MONGO,
+           f"{_M}.mongo_clients:open_executor", requires=("pymongo",),
+           note="as many threads as Motor's pool; one loop wake-up per call"),
+    System("pymongo-batched", "PyMongo on threads, results handed back in batches (adb's "
+           "BatchedHandback)", MONGO, f"{_M}.mongo_clients:open_batched", requires=("pymongo",),
+           note="as many threads as Motor's pool; one loop wake-up per batch"),
+]}
+

@@ -23,7 +23,9 @@ class RunSpec:
 
     @property
     def kind(self):
-        return self.target.family.scheme
+        """postgresql, mysql, sqlite, or mongodb (which adb does not talk to)."""
+        from ..mongo import SCHEME, is_mongo
+        return SCHEME if is_mongo(self.url) else self.target.family.scheme
 
     @property
     def driver(self):
@@ -93,3 +95,25 @@ def sqlite_settings(conn):
     """The settings adb uses on SQLite (WAL is stored in the file already), so that
     every system on SQLite pays for the same durability."""
     conn.execute("pragma synchronous=normal")
+
+
+@dataclasses.dataclass(frozen=True)
+class MongoCalls:
+    """What a MongoDB opener hands a scenario (``benchmarks.systems.mongo_clients``).
+
+    ``insert(collection, document)`` gives the new ``_id``, ``find_one(collection,
+    filter)`` a document or None, ``find_all(collection, filter)`` every matching
+    document (the cursor emptied), ``ping()`` the server's answer; each returns what
+    the world awaits, as ``Calls`` does. ``stats`` gives a hand-back's figures where
+    the system has one.
+    """
+
+    insert: Callable[..., Any]
+    find_one: Callable[..., Any]
+    find_all: Callable[..., Any]
+    ping: Callable[[], Any]
+    world: Any
+    stats: Optional[Callable[[], dict]] = None
+
+    def map(self, fn, items):
+        return self.world.map(fn, items)

@@ -1,0 +1,175 @@
+"""MongoDB clients: PyMongo blocking, Motor (asyncio and Tornado), PyMongo's native
+``AsyncMongoClient``, and two ways of putting the blocking client on threads for a
+loop: ``run_in_executor`` (one future and one loop wake-up per call, what Motor
+does inside) and a runner that hands results back in batches with adb's
+``BatchedHandback`` (one wake-up per batch).
+
+Each ``open_*`` opener yields ``MongoCalls``. The thread-backed systems use
+``THREADS`` threads, the size of Motor's own executor, so that only the hand-off
+differs between them.
+"""
+
+import asyncio
+import concurrent.futures
+import contextlib
+import os
+import queue
+import threading
+
+from adb.handback import BatchedHandback
+
+from .. import mongo
+from ..worlds import Done
+from .common import MongoCalls
+
+#: Motor's executor size (``MOTOR_MAX_WORKERS``, else five per CPU); the executor
+#: and batched systems use as many threads
+THREADS = int(os.environ.get("MOTOR_MAX_WORKERS") or (os.cpu_count() or 1) * 5)
+
+
+class Blocking:
+    """The four calls on a blocking pymongo ``Database``."""
+
+    def __init__(self, db):
+        self.db = db
+
+    def insert(self, collection, document):
+        return self.db[collection].insert_one(document).inserted_id
+
+    def find_one(self, collection, filter_):
+        return self.db[collection].find_one(filter_)
+
+    def find_all(self, collection, filter_):
+        return list(self.db[collection].find(filter_))
+
+    def ping(self):
+        return self.db.command("ping")
+
+
+def _on(world, ops, run):
+    """MongoCalls that hand each of ``ops``' calls to ``run(fn, *args)``."""
+    return MongoCalls(insert=lambda c, d: run(ops.insert, c, d),
+                      find_one=lambda c, f: run(ops.find_one, c, f),
+                      find_all=lambda c, f: run(ops.find_all, c, f),
+                      ping=lambda: run(ops.ping), world=world)
+
+
+@contextlib.asynccontextmanager
+async def open_pymongo(spec, world, min_size):
+    """PyMongo called directly: the blocking world's caller threads share one
+    client (thread-safe, with its own connection pool)."""
+    with mongo.client(spec.url, maxPoolSize=max(100, spec.pool_size)) as client:
+        yield _on(world, Blocking(mongo.database(client, spec.url)),
+                  lambda fn, *args: Done(fn(*args)))
+
+
+@contextlib.asynccontextmanager
+async def open_executor(spec, world, min_size):
+    """PyMongo through ``loop.run_in_executor`` on THREADS threads."""
+    loop = asyncio.get_running_loop()
+    with mongo.client(spec.url) as client, \
+            concurrent.futures.ThreadPoolExecutor(THREADS) as pool:
+        yield _on(world, Blocking(mongo.database(client, spec.url)),
+                  lambda fn, *args: loop.run_in_executor(pool, fn, *args))
+
+
+@contextlib.asynccontextmanager
+async def open_batched(spec, world, min_size):
+    """PyMongo on THREADS threads whose results reach the loop in batches."""
+    runner = BatchedRunner(asyncio.get_running_loop(), THREADS)
+    try:
+        with mongo.client(spec.url) as client:
+            calls = _on(world, Blocking(mongo.database(client, spec.url)), runner.submit)
+            yield MongoCalls(calls.insert, calls.find_one, calls.find_all, calls.ping, world,
+                             stats=runner.stats)
+    finally:
+        runner.close()
+
+
+@contextlib.asynccontextmanager
+async def open_motor(spec, world, min_size):
+    """Motor: its asyncio client, or its Tornado one in the Tornado world."""
+    if world.name == "tornado":
+        from motor.motor_tornado import MotorClient as Client
+    else:
+        from motor.motor_asyncio import AsyncIOMotorClient as Client
+    client = Client(spec.url, serverSelectionTimeoutMS=5000)
+    try:
+        yield _awaiting(world, mongo.database(client, spec.url))
+    finally:
+        client.close()
+
+
+@contextlib.asynccontextmanager
+async def open_async_client(spec, world, min_size):
+    """PyMongo's native asyncio client (GA in PyMongo 4.13), no threads."""
+    from pymongo import AsyncMongoClient
+    client = AsyncMongoClient(spec.url, serverSelectionTimeoutMS=5000)
+    try:
+        yield _awaiting(world, mongo.database(client, spec.url))
+    finally:
+        await client.close()
+
+
+def _awaiting(world, db):
+    """MongoCalls over an async driver's database (Motor's or PyMongo's)."""
+    async def insert(collection, document):
+        return (await db[collection].insert_one(document)).inserted_id
+
+    async def find_all(collection, filter_):
+        return await db[collection].find(filter_).to_list(None)
+    return MongoCalls(insert=insert, find_one=lambda c, f: db[c].find_one(f),
+                      find_all=find_all, ping=lambda: db.command("ping"), world=world)
+
+
+class BatchedRunner:
+    """Run blocking callables on worker threads; settle their asyncio futures on
+    the loop through adb's ``BatchedHandback``: the first result after a drain
+    wakes the loop, the ones that arrive before it runs ride along, and while
+    calls are queued the loop drains on a 1 ms timer instead of being woken."""
+
+    def __init__(self, loop, threads):
+        self.loop = loop
+        self.jobs = queue.SimpleQueue()
+        self.handback = BatchedHandback(loop.call_soon_threadsafe, _settle,
+                                        later=loop.call_later, busy=self._busy)
+        self.threads = [threading.Thread(target=self._work, daemon=True) for _ in range(threads)]
+        for thread in self.threads:
+            thread.start()
+
+    def submit(self, fn, *args):
+        future = self.loop.create_future()
+        self.jobs.put((future, fn, args))
+        return future
+
+    def _busy(self):
+        return not self.jobs.empty()
+
+    def _work(self):
+        while (job := self.jobs.get()) is not None:
+            future, fn, args = job
+            try:
+                value, ok = fn(*args), True
+            except BaseException as exc:  # the caller's future carries it
+                value, ok = exc, False
+            self.handback(future, ok, value)
+
+    def stats(self):
+        h = self.handback
+        return {"wakeups": h.wakeups, "polls": h.polls, "largest_batch": h.largest_batch}
+
+    def close(self):
+        for _ in self.threads:
+            self.jobs.put(None)
+        for thread in self.threads:
+            thread.join()
+        self.handback.stop()
+
+
+def _settle(future, ok, value):
+    if future.cancelled():
+        return
+    if ok:
+        future.set_result(value)
+    else:
+        future.set_exception(value)
