@@ -18,6 +18,7 @@ from adb.url import parse_url
 from . import harness, mongo, report
 from .scenarios import SCENARIOS, roster_of, scenario_for
 from .systems import SYSTEMS
+from .systems.common import kind_of
 
 
 def parser():
@@ -137,11 +138,6 @@ def selected_systems(p, args, roster):
                 "--list shows them")
     defaults = getattr(args.scenario_module, "DEFAULT_SYSTEMS", roster)
     return list(dict.fromkeys(names)) or list(defaults)
-
-
-def kind_of(url):
-    """The server family of ``url``: postgresql, mysql, sqlite or mongodb."""
-    return mongo.SCHEME if mongo.is_mongo(url) else parse_url(url).family.scheme
 
 
 class ProgressUI:

@@ -42,10 +42,12 @@ def describe(url):
     return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
 
 
-def client(url, **options):
-    """A blocking pymongo client that fails fast when nothing answers."""
-    import pymongo
-    return pymongo.MongoClient(url, serverSelectionTimeoutMS=5000, **options)
+def client(url, factory=None, **options):
+    """A client (PyMongo's blocking ``MongoClient`` unless ``factory`` names another:
+    Motor's, ``AsyncMongoClient``) that fails fast when nothing answers."""
+    if factory is None:
+        from pymongo import MongoClient as factory
+    return factory(url, serverSelectionTimeoutMS=5000, **options)
 
 
 def database(client_, url):

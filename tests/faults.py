@@ -111,6 +111,16 @@ def repeatedly(action, every=0.1):
         thread.join()
 
 
+async def cut_repeatedly(proxy, times=5, every=0.15):
+    """Cut every connection through ``proxy`` ``times`` times, ``every`` seconds
+    apart (on the loop, beside the load); the number cut each time."""
+    cut = []
+    for _ in range(times):
+        await asyncio.sleep(every)
+        cut.append(proxy.cut())
+    return cut
+
+
 async def recovers(db, probes=20, within=10.0):
     """Seconds until ``probes`` consecutive ``select 1`` succeed (fails past ``within``)."""
     loop = asyncio.get_running_loop()

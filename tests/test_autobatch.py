@@ -23,9 +23,9 @@ from adb.drivers import load
 from adb.errors import ConnectionLost, InterfaceError, StatementTimeout
 from adb.url import make_target
 
-from .conftest import URLS, psycopg_url, require_server
-from .faults import Ledger, TokenTable, fire, recovers, repeatedly
-from .test_faults import kill_all, proxy_for, report, url_for, via
+from .conftest import URLS, require_server
+from .faults import Ledger, TokenTable, cut_repeatedly, fire, recovers, repeatedly
+from .test_faults import kill_all, proxy_for, report, server_of, url_for, url_of, via
 
 #: a column whose bad input is a type error on each server; SQLite needs a CHECK for one
 _TABLE = {"postgresql": "create table {t} (k int primary key, v varchar(100) not null, n int)",
@@ -345,7 +345,7 @@ async def test_twisted_drop_in_with_cp_autobatch(table_name):
 async def test_kills_under_load_with_autobatch(kind):
     name = f"adb-ab-kill-{kind}"
     db = adb.Database(url_for(kind, name), pool_size=4, name=name, autobatch=64)
-    table = TokenTable(URLS["mysql" if kind == "mysql" else "postgresql"])
+    table = TokenTable(URLS[server_of(kind)])
     ledger = Ledger()
     with repeatedly(lambda: kill_all(db, kind)) as kills:
         await fire(db, table, 8000, ledger)
@@ -365,23 +365,13 @@ async def test_kills_under_load_with_autobatch(kind):
 
 @pytest.mark.parametrize("kind", ["postgresql", "psycopg", "mysql"])
 async def test_network_cut_under_load_with_autobatch(kind):
-    require_server("mysql" if kind == "mysql" else "postgresql")
+    require_server(server_of(kind))
     proxy = proxy_for(kind)
-    url = psycopg_url() if kind == "psycopg" else URLS[kind]
-    db = adb.Database(via(proxy, url), pool_size=4, autobatch=64)
-    table = TokenTable(URLS["mysql" if kind == "mysql" else "postgresql"])
+    db = adb.Database(via(proxy, url_of(kind)), pool_size=4, autobatch=64)
+    table = TokenTable(URLS[server_of(kind)])
     ledger = Ledger()
-    cut = []
-
-    async def cut_a_few_times():
-        for _ in range(5):
-            await asyncio.sleep(0.15)
-            cut.append(proxy.cut())
-
-    async def watch():
-        await fire(db, table, 6000, ledger)
     try:
-        await asyncio.gather(cut_a_few_times(), watch())
+        cut, _ = await asyncio.gather(cut_repeatedly(proxy), fire(db, table, 6000, ledger))
         await recovers(db)
         figures = ledger.check(table.tokens())
         assert sum(cut) >= 5 and db.stats()["units"] > 0

@@ -22,7 +22,8 @@ from adb.errors import ConnectionLost, ForkError, PoolClosed, QueueFull, ServerU
 
 from .conftest import URLS, psycopg_url, require_server
 from .faultproxy import FaultProxy
-from .faults import Ledger, TokenTable, fire, recovers, repeatedly, restart_postgresql
+from .faults import (Ledger, TokenTable, cut_repeatedly, fire, recovers, repeatedly,
+                     restart_postgresql)
 
 
 def report(name, **figures):
@@ -183,13 +184,7 @@ async def test_network_cut_under_load(kind, tokens):
     db = adb.Database(via(proxy, url_of(kind)), pool_size=8)
     table = tokens(kind)
     ledger = Ledger()
-    cut = []
-
-    async def cut_a_few_times():
-        for _ in range(5):
-            await asyncio.sleep(0.15)
-            cut.append(proxy.cut())
-    await asyncio.gather(cut_a_few_times(), fire(db, table, 4000, ledger))
+    cut, _ = await asyncio.gather(cut_repeatedly(proxy), fire(db, table, 4000, ledger))
     recovery = await recovers(db)
     figures = ledger.check(table.tokens())
     # the cuts hit live connections, and the pool replaced them

@@ -84,7 +84,6 @@ class PyMySQLDriver(Driver):
         return isinstance(exc, err.OperationalError) and exc.args[:1] in (
             (2006,), (2013,), (2014,), (1927,), (4031,))
 
-
     def enable_autobatch(self):
         self.multi_statements = True
 

@@ -38,6 +38,7 @@ MongoDB clients as its ``ROSTER``; ``sequential`` has a MongoDB twin,
 A new scenario is its module and a line below; no system needs a change.
 """
 
+from ..systems import ALL as SQL, SYSTEMS
 from . import (bigdata, iibench, mongo_tasks, parallel_insert, sequential, sequential_mongo, web,
                web_hello)
 
@@ -45,7 +46,6 @@ SCENARIOS = {module.NAME: module for module in (parallel_insert, sequential, web
                                                   iibench, bigdata, mongo_tasks)}
 #: what a scenario name means on a mongodb:// URL
 ON_MONGODB = {"sequential": sequential_mongo, "mongo-tasks": mongo_tasks}
-SQL = ("postgresql", "mysql", "sqlite")
 
 
 def scenario_for(name, kind):
@@ -65,7 +65,6 @@ def scenario_for(name, kind):
 def roster_of(scenario):
     """The systems a scenario runs: its own roster (the web servers, the MongoDB
     clients) or the SQL systems."""
-    from ..systems import SYSTEMS
     return getattr(scenario, "ROSTER", SYSTEMS)
 
 

@@ -19,7 +19,7 @@ from typing import Mapping, Union
 class System:
     name: str
     label: str
-    kinds: tuple            # "postgresql", "mysql", "sqlite"
+    kinds: tuple            # "postgresql", "mysql", "sqlite"; "mongodb" (MONGO_SYSTEMS)
     opener: str = ""        # "benchmarks.systems.module:open_x"
     world: Union[str, Mapping[str, str]] = "asyncio"  # or {kind: world}
     requires: tuple = ()    # importable modules

@@ -7,6 +7,13 @@ from typing import Any, Callable, NamedTuple, Optional
 from adb.url import parse_url
 
 
+def kind_of(url):
+    """The server family of ``url``: postgresql, mysql, sqlite, or mongodb (which
+    adb does not talk to: the MongoDB scenarios measure MongoDB's own clients)."""
+    from ..mongo import SCHEME, is_mongo
+    return SCHEME if is_mongo(url) else parse_url(url).family.scheme
+
+
 @dataclasses.dataclass(frozen=True)
 class RunSpec:
     """One run of one system: where, how many rows, how many connections."""
@@ -23,9 +30,7 @@ class RunSpec:
 
     @property
     def kind(self):
-        """postgresql, mysql, sqlite, or mongodb (which adb does not talk to)."""
-        from ..mongo import SCHEME, is_mongo
-        return SCHEME if is_mongo(self.url) else self.target.family.scheme
+        return kind_of(self.url)
 
     @property
     def driver(self):

@@ -12,10 +12,12 @@ differs between them.
 import asyncio
 import concurrent.futures
 import contextlib
+import dataclasses
 import os
 import queue
 import threading
 
+import adb
 from adb.handback import BatchedHandback
 
 from .. import mongo
@@ -80,8 +82,7 @@ async def open_batched(spec, world, min_size):
     try:
         with mongo.client(spec.url) as client:
             calls = _on(world, Blocking(mongo.database(client, spec.url)), runner.submit)
-            yield MongoCalls(calls.insert, calls.find_one, calls.find_all, calls.ping, world,
-                             stats=runner.stats)
+            yield dataclasses.replace(calls, stats=runner.stats)
     finally:
         runner.close()
 
@@ -93,7 +94,7 @@ async def open_motor(spec, world, min_size):
         from motor.motor_tornado import MotorClient as Client
     else:
         from motor.motor_asyncio import AsyncIOMotorClient as Client
-    client = Client(spec.url, serverSelectionTimeoutMS=5000)
+    client = mongo.client(spec.url, Client)
     try:
         yield _awaiting(world, mongo.database(client, spec.url))
     finally:
@@ -104,7 +105,7 @@ async def open_motor(spec, world, min_size):
 async def open_async_client(spec, world, min_size):
     """PyMongo's native asyncio client (GA in PyMongo 4.13), no threads."""
     from pymongo import AsyncMongoClient
-    client = AsyncMongoClient(spec.url, serverSelectionTimeoutMS=5000)
+    client = mongo.client(spec.url, AsyncMongoClient)
     try:
         yield _awaiting(world, mongo.database(client, spec.url))
     finally:
@@ -131,7 +132,8 @@ class BatchedRunner:
     def __init__(self, loop, threads):
         self.loop = loop
         self.jobs = queue.SimpleQueue()
-        self.handback = BatchedHandback(loop.call_soon_threadsafe, _settle,
+        # adb's asyncio front-end settles its futures the same way
+        self.handback = BatchedHandback(loop.call_soon_threadsafe, adb.Database._settle,
                                         later=loop.call_later, busy=self._busy)
         self.threads = [threading.Thread(target=self._work, daemon=True) for _ in range(threads)]
         for thread in self.threads:
@@ -164,12 +166,3 @@ class BatchedRunner:
         for thread in self.threads:
             thread.join()
         self.handback.stop()
-
-
-def _settle(future, ok, value):
-    if future.cancelled():
-        return
-    if ok:
-        future.set_result(value)
-    else:
-        future.set_exception(value)
