@@ -8,7 +8,8 @@ thread pool, with results handed back to asyncio, Tornado, Twisted or plain code
 from . import errors
 from .asyncio import Database
 from .errors import (ConnectionLost, Error, ForkError, InterfaceError, PoolClosed,
-                     PoolTimeout, QueueFull, TransactionError)
+                     PoolTimeout, QueueFull, ServerUnavailable, StatementTimeout,
+                     TransactionError)
 from .rows import dict_row, namedtuple_row, tuple_row
 from .transaction import Transaction, TxState
 
@@ -17,5 +18,6 @@ __version__ = "0.1.0"
 __all__ = [
     "Database", "Transaction", "TxState", "errors", "Error", "InterfaceError", "PoolClosed",
     "PoolTimeout", "QueueFull", "TransactionError", "ConnectionLost", "ForkError",
+    "ServerUnavailable", "StatementTimeout",
     "tuple_row", "dict_row", "namedtuple_row", "__version__",
 ]

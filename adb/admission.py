@@ -16,37 +16,33 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from typing import Any, Callable
+from typing import Any
 
 from .call import Job
+from .dispatch import Dispatch
 from .errors import PoolClosed, QueueFull
+from .handback import Settle
 
 
 class Admission:
     """Parked calls and room waiters of one Database with ``max_queued``.
 
+    :param dispatch: where admitted calls go (and whose queue length is the room).
     :param settle: ``settle(future, ok, value)``, to wake or fail room waiters.
-
-    ``attach(pool)`` gives it the pool to feed before the first call.
     """
 
-    _submit: Callable[[Job], None]
-    _queued: Callable[[], int]
-
-    def __init__(self, name: str, limit: int, on_full: str,
-                 settle: Callable[[Any, bool, Any], None]) -> None:
+    def __init__(self, name: str, limit: int, on_full: str, dispatch: Dispatch,
+                 settle: Settle) -> None:
         self.name = name
         self.limit = limit
         self.raise_when_full = on_full == "raise"
+        self._submit = dispatch.submit
+        self._queued = dispatch.queued
         self._settle = settle
         self._lock = threading.Lock()
         self._parked: deque[Job] = deque()
         self._waiters: deque[Any] = deque()
         self._closed = False
-
-    def attach(self, pool: Any) -> None:
-        self._submit = pool.submit
-        self._queued = pool.queue.qsize
 
     def _room(self) -> bool:
         return self._queued() < self.limit
@@ -55,7 +51,7 @@ class Admission:
         """Queue ``job`` if there is room, else park it or raise QueueFull (caller's thread)."""
         with self._lock:
             if self._closed:
-                raise PoolClosed(f"the Database {self.name!r} is closed")
+                raise PoolClosed.refused(self.name)
             if not self._parked and self._room():
                 self._submit(job)
             elif self.raise_when_full:
@@ -75,7 +71,7 @@ class Admission:
             if not (closed or ready):
                 self._waiters.append(waiter)
         if closed:
-            self._settle(waiter, False, PoolClosed(f"the Database {self.name!r} is closed"))
+            self._settle(waiter, False, PoolClosed.refused(self.name))
         elif ready:
             self._settle(waiter, True, None)
 
@@ -102,7 +98,7 @@ class Admission:
             waiters, self._waiters = self._waiters, deque()
             for parked_job in parked:
                 self._submit(parked_job)
-        error = PoolClosed(f"the Database {self.name!r} closed while this caller waited for room")
+        error = PoolClosed.waiting_for_room(self.name)
         for waiter in waiters:
             self._settle(waiter, False, error)
 

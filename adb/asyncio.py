@@ -18,7 +18,7 @@ from .transaction import Transaction
 T = TypeVar("T")
 
 
-class Database(BaseDatabase):
+class Database(BaseDatabase["asyncio.Future[Any]"]):
     __doc__ = (BaseDatabase.__doc__ or "").split("\n\n    The front-end interface.")[0] + """
 
     :param loop: the event loop to deliver results on; default: the running loop
@@ -29,12 +29,12 @@ class Database(BaseDatabase):
 
     def __init__(self, url: Any = None, *, loop: Optional[asyncio.AbstractEventLoop] = None,
                  **kwargs: Any) -> None:
-        self._loop_thread = _BoundLoop(loop)
+        self._scheduler: _LoopScheduler = _LoopScheduler(loop)
         super().__init__(url, **kwargs)
 
     @property
     def _loop(self) -> Optional[asyncio.AbstractEventLoop]:
-        return self._loop_thread.loop
+        return self._scheduler.loop
 
     if TYPE_CHECKING:  # what each method returns on this front-end (written in BaseDatabase)
         def runQuery(self, sql: SQL, params: Params = None, tx: Optional[Transaction] = None,
@@ -64,7 +64,7 @@ class Database(BaseDatabase):
 
     def _new_future(self) -> asyncio.Future[Any]:
         loop = _get_running_loop()
-        if loop is None or loop is not self._loop_thread.loop:  # unbound, or the wrong loop
+        if loop is None or loop is not self._scheduler.loop:  # unbound, or the wrong loop
             loop = self._running_loop()
         return loop.create_future()
 
@@ -93,7 +93,7 @@ class Database(BaseDatabase):
                 raise InterfaceError(
                     f"the Database {self.name!r} is bound to another event loop; "
                     "create one Database per loop")
-            self._loop_thread.loop = loop
+            self._scheduler.loop = loop
         return loop
 
     # -- what differs in the public API: how a caller waits -----------------------
@@ -114,16 +114,27 @@ class Database(BaseDatabase):
         await self.close()
 
 
-class _BoundLoop:
-    """The loop thread of one Database: its event loop, bound at the first call."""
+class _LoopScheduler:
+    """Schedules on the loop thread of one Database: its event loop, bound at the first call."""
 
     __slots__ = ("loop",)
 
     def __init__(self, loop: Optional[asyncio.AbstractEventLoop]) -> None:
         self.loop = loop
 
-    def call_soon_threadsafe(self, fn: Callable[[], None]) -> Any:
-        return self.loop.call_soon_threadsafe(fn)  # type: ignore[union-attr]
+    def call_soon_threadsafe(self, fn: Callable[[], None]) -> asyncio.Handle:
+        loop = self.loop  # the hand-back's wake-up: no call more than needed
+        if loop is None:
+            raise RuntimeError("no event loop bound yet")
+        return loop.call_soon_threadsafe(fn)
 
-    def call_later(self, seconds: float, fn: Callable[..., Any], *args: Any) -> Any:
-        return self.loop.call_later(seconds, fn, *args)  # type: ignore[union-attr]
+    def call_later(self, seconds: float, fn: Callable[..., None],
+                   *args: Any) -> asyncio.TimerHandle:
+        return self._bound().call_later(seconds, fn, *args)
+
+    def _bound(self) -> asyncio.AbstractEventLoop:
+        """The loop; a call that got its future made it on that loop, so it is bound."""
+        loop = self.loop
+        if loop is None:
+            raise RuntimeError("no event loop bound yet")
+        return loop

@@ -17,17 +17,24 @@ import tempfile
 import threading
 import warnings
 import weakref
-from collections.abc import Mapping, Sequence
-from typing import Any, Callable, Optional, Union
+from collections.abc import Iterable, Mapping, Sequence
+from typing import (TYPE_CHECKING, Any, Callable, Generic, Optional, Protocol, TypedDict, TypeVar,
+                    Union, cast)
 
 from . import drivers, ops, rows
 from .admission import Admission
-from .call import Claim, job
+from .call import Claim, Job
+from .dispatch import Dispatch
+from .drivers.base import Connection, Driver
 from .errors import ConnectionLost, ForkError, InterfaceError, PoolClosed, PoolTimeout
-from .handback import BatchedHandback, DirectHandback
-from .pool import Pool, Worker
+from .handback import BatchedHandback, DirectHandback, Handback
+from .pool import Pool
 from .transaction import Transaction, TransactionContext, TxState
-from .url import Target, make_target
+from .url import make_target, target_for
+from .worker import PoolConfig, Worker
+
+if TYPE_CHECKING:
+    from .worker import JobFn
 
 log = logging.getLogger("adb")
 
@@ -36,9 +43,54 @@ SQL = Union[str, bytes, "tuple[Union[str, bytes], Params]"]
 #: statement parameters in the driver's paramstyle: a sequence, a mapping, or None
 Params = Union[Sequence[Any], Mapping[str, Any], None]
 
+#: the future type of a front-end: an asyncio Future, a Deferred, a blocking Waiter
+F = TypeVar("F")
+
 DEFAULT_POOL_SIZE = 10
 _names = itertools.count(1)
-_live: "weakref.WeakSet[BaseDatabase]" = weakref.WeakSet()
+_live: "weakref.WeakSet[BaseDatabase[Any]]" = weakref.WeakSet()
+
+
+class Cancellable(Protocol):
+    """A timer handle: ``loop.call_later``'s TimerHandle, Twisted's DelayedCall."""
+
+    def cancel(self) -> object: ...
+
+
+class Scheduler(Protocol):
+    """What schedules work on a front-end's loop thread (an event loop, a reactor);
+    see ``BaseDatabase``, "The front-end interface"."""
+
+    def call_soon_threadsafe(self, fn: Callable[[], None]) -> object:
+        """Run ``fn()`` on the loop thread soon (any thread)."""
+
+    def call_later(self, seconds: float, fn: Callable[..., None], *args: Any) -> Cancellable:
+        """Run ``fn(*args)`` on the loop thread after ``seconds`` (loop thread)."""
+
+
+class Waitable(Protocol):
+    """The future of a blocking front-end (``adb.sync.Waiter``)."""
+
+    def wait(self, timeout: Optional[float]) -> bool: ...
+    def result(self) -> Any: ...
+
+
+class PoolOptions(TypedDict, total=False):
+    """The protected pool options, for adb's own adbapi drop-in
+    (``adb.twisted.ConnectionPool``), tests and ``benchmarks.ab``; not public API.
+
+    ``start``: start the workers at construction (default True; False queues calls
+    until ``_start_workers()``); ``warm``: how many workers connect at once
+    (default all); ``fit_size``: cap a ``pool_size`` above the driver's limit
+    instead of refusing it; ``check_sql``: test the connection with it after an
+    error (``cp_reconnect``); ``cancel_grace``: seconds from a cancel to the cut.
+    """
+
+    start: bool
+    warm: int
+    fit_size: bool
+    check_sql: Optional[str]
+    cancel_grace: float
 
 
 def _after_fork_in_child() -> None:
@@ -58,7 +110,7 @@ class CloseState(enum.Enum):
     CLOSED = "closed"    # every worker thread has ended; every accepted call is settled
 
 
-class BaseDatabase:
+class BaseDatabase(Generic[F]):
     """A pool of worker threads, each with one DB-API connection.
 
     :param url: ``postgresql://user:pw@host:port/db``, ``mysql://...``,
@@ -90,18 +142,18 @@ class BaseDatabase:
         while more wait runs up to this many of them as one unit (one round trip,
         one commit), each caller still getting its own rowcount or error; None
         (default): off. What it changes is in ``docs/usage.md`` ("Group commit")
-        and ``adb.autobatch``.
+        and ``adb.worker`` (its contract) and ``adb.sqltext`` (which statements qualify).
 
     The front-end interface. A front-end subclass provides these primitives and
     nothing else; everything else is built here from them:
 
-    - ``_new_future()``: a new future for one call (caller's thread).
+    - ``_new_future()``: a new future (type ``F``) for one call (caller's thread).
     - ``_settle(future, ok, value)``: give it its result (``ok``) or exception
       (loop thread; for a blocking front-end, any thread). It must do nothing to a
       future already settled or abandoned.
     - ``_abandoned(future)``: True once its caller gave up on it, e.g. cancelled it
       (any thread; a worker skips such a call, the watchdog cancels it if running).
-    - ``_loop_thread``: the loop thread, an object with
+    - ``_scheduler``: what runs code on the loop thread, a ``Scheduler``:
       ``call_soon_threadsafe(fn)`` (run ``fn()`` on the loop thread soon; any
       thread) and ``call_later(seconds, fn, *args)`` (run ``fn(*args)`` there later,
       returning a handle with ``cancel()``; loop thread). None for a blocking
@@ -109,27 +161,27 @@ class BaseDatabase:
       the Database: worker threads reach it, and a Database dropped unclosed must
       still be collected (and warn).
     - ``_lost_error``: the ConnectionLost class callers get (optional).
-    - ``_blocking``: True for a blocking front-end, whose future then has
-      ``wait(timeout) -> bool`` and ``result()`` (the value, or raises), and whose
-      public methods return values instead of futures.
+    - ``_blocking``: True for a blocking front-end, whose future is then a
+      ``Waitable`` (``wait(timeout) -> bool``, ``result()``: the value, or raises),
+      and whose public methods return values instead of futures.
 
     The public methods are written once here; a front-end's ``close`` only says
     how its caller waits for ``_close`` (a future) or calls ``_close_blocking``.
     """
 
     _blocking = False
-    _lost_error: type = ConnectionLost
-    _loop_thread: Any = None
+    _lost_error: type[ConnectionLost] = ConnectionLost
+    _scheduler: Optional[Scheduler] = None
 
     def __init__(self, url: Any = None, *, driver: Optional[str] = None,
                  pool_size: Optional[int] = None, row_factory: Any = None,
                  timeout: Optional[float] = None, name: Optional[str] = None,
-                 on_connect: Optional[Callable[[Any], None]] = None,
+                 on_connect: Optional[Callable[[Connection], None]] = None,
                  statement_timeout: Optional[float] = None, max_queued: Optional[int] = None,
                  on_full: str = "wait", max_lifetime: Optional[float] = None,
                  max_idle: Optional[float] = None, check_idle: Optional[float] = None,
                  autobatch: Optional[int] = None,
-                 _pool_options: Optional[dict[str, Any]] = None, **connect_kwargs: Any) -> None:
+                 _pool_options: Optional[PoolOptions] = None, **connect_kwargs: Any) -> None:
         target = make_target(url, driver, connect_kwargs)
         if on_connect is not None and not callable(on_connect):
             raise InterfaceError(f"on_connect must be callable, not {on_connect!r}")
@@ -138,11 +190,11 @@ class BaseDatabase:
         if target is None:
             fd, self._tempfile = tempfile.mkstemp(prefix="adb-", suffix=".db")
             os.close(fd)
-            target = Target("sqlite3", {"database": self._tempfile})
-        pool_options = dict(_pool_options or {})
+            target = target_for("sqlite3", {"database": self._tempfile})
+        options: PoolOptions = _pool_options or {}
         try:
             self._driver = driver_obj = drivers.load(target, on_connect)
-            size = _check_pool_size(pool_size, driver_obj, pool_options.pop("fit_size", False))
+            size = _check_pool_size(pool_size, driver_obj, options.get("fit_size", False))
             autobatch = _check_count(autobatch, "autobatch") or 1
             if autobatch > 1:
                 driver_obj.enable_autobatch()
@@ -155,44 +207,52 @@ class BaseDatabase:
         max_queued = _check_count(max_queued, "max_queued")
         if on_full not in ("wait", "raise"):
             raise InterfaceError(f"on_full must be 'wait' or 'raise', not {on_full!r}")
-        _check_timeout(max_lifetime, "max_lifetime")
-        _check_timeout(max_idle, "max_idle")
-        _check_timeout(check_idle, "check_idle")
-        self.name = name if name is not None else f"adb-{next(_names)}"
+        config = PoolConfig(
+            name if name is not None else f"adb-{next(_names)}",
+            self._lost_error, options.get("check_sql"), options.get("warm", size),
+            _check_timeout(max_lifetime, "max_lifetime"), _check_timeout(max_idle, "max_idle"),
+            _check_timeout(check_idle, "check_idle"), autobatch)
+        self.name = config.name
         self._pid = os.getpid()
         self._refusal: Optional[BaseException] = None  # raised by every call once closing or forked
-        self._open_tx: "weakref.WeakSet[Transaction]" = weakref.WeakSet()
-        self._close_futures: list[Any] = []
-        self._close_timer: Any = None
+        self._open_tx: weakref.WeakSet[Transaction] = weakref.WeakSet()
+        self._close_futures: list[F] = []
+        self._close_timer: Optional[Cancellable] = None
         self._close_lock = threading.Lock()
-        self._admission = None if max_queued is None else \
-            Admission(self.name, max_queued, on_full, self._settle)
-        # nothing the pool holds refers to the Database (see _loop_thread), except weakly
-        pool: Optional[Pool] = None
-        self._handback = self._make_handback(lambda: pool.saturated())  # type: ignore[union-attr]
-        self._pool = pool = Pool(
-            driver_obj, size, self.name, handback=self._handback, is_abandoned=self._abandoned,
-            on_exit=_weak_method(self._workers_exited), lost_error=self._lost_error,
-            max_lifetime=max_lifetime, max_idle=max_idle, check_idle=check_idle,
-            autobatch=autobatch, **pool_options)
-        self._operation = Worker.batchable if autobatch > 1 else Worker.standalone
-        if self._admission is not None:
-            self._admission.attach(pool)
-        self._put_shared = pool.submit if self._admission is None else self._admission.put
+        self._build_pool(driver_obj, size, config, max_queued, on_full, options)
         _live.add(self)
         log.debug("%r created", self)
 
+    def _build_pool(self, driver: Driver, size: int, config: PoolConfig,
+                    max_queued: Optional[int], on_full: str, options: PoolOptions) -> None:
+        """Wire the plumbing in one direction: the dispatch (where calls wait), then
+        admission (which feeds it), then the hand-back (which reads both), then the
+        pool (which runs the dispatch's jobs and hands results back). Nothing the
+        pool holds refers to the Database (see ``_scheduler``), except weakly."""
+        dispatch = Dispatch()
+        self._admission = None if max_queued is None else \
+            Admission(self.name, max_queued, on_full, dispatch, self._settle)
+        self._handback = self._make_handback(dispatch.saturated)
+        self._pool = Pool(driver, size, config, dispatch, self._handback, self._abandoned,
+                          on_exit=_weak_method(self._workers_exited),
+                          cancel_grace=options.get("cancel_grace", 2.0))
+        self._operation: JobFn = Worker.batchable if config.autobatch > 1 else Worker.standalone
+        self._put_shared: Callable[[Job], None] = \
+            dispatch.submit if self._admission is None else self._admission.put
+        if options.get("start", True):
+            self._pool.start()
+
     # -- the front-end interface (see the class docstring) ----------------------------
 
-    def _new_future(self) -> Any:
+    def _new_future(self) -> F:
         raise NotImplementedError
 
     @staticmethod
-    def _settle(future: Any, ok: bool, value: Any) -> None:
+    def _settle(future: F, ok: bool, value: Any) -> None:
         raise NotImplementedError
 
     @staticmethod
-    def _abandoned(future: Any) -> bool:
+    def _abandoned(future: F) -> bool:
         return False
 
     # -- the public API --------------------------------------------------------------
@@ -203,7 +263,7 @@ class BaseDatabase:
         return self._driver.paramstyle
 
     @property
-    def dbapi(self) -> Any:
+    def dbapi(self) -> Any:  # a PEP 249 module: untyped by nature
         """The driver module, for catching its exceptions (``db.dbapi.IntegrityError``)."""
         return self._driver.dbapi
 
@@ -212,7 +272,7 @@ class BaseDatabase:
         """True from the moment ``close()`` begins: the Database takes no more calls."""
         return self._close_state is not CloseState.OPEN
 
-    def runQuery(self, sql: Any, params: Any = None, tx: Optional[Transaction] = None, *,
+    def runQuery(self, sql: SQL, params: Params = None, tx: Optional[Transaction] = None, *,
                  row_factory: Any = None, timeout: Optional[float] = None,
                  statement_timeout: Optional[float] = None) -> Any:
         """Run a query and return its rows as a list (rows shaped by the row factory)."""
@@ -221,7 +281,7 @@ class BaseDatabase:
         return self._dispatch(tx, Worker.standalone, (ops.query, sql, params, factory), timeout,
                               statement_timeout)
 
-    def runOperation(self, sql: Any, params: Any = None, tx: Optional[Transaction] = None, *,
+    def runOperation(self, sql: SQL, params: Params = None, tx: Optional[Transaction] = None, *,
                      timeout: Optional[float] = None,
                      statement_timeout: Optional[float] = None) -> Any:
         """Run one statement, autocommitted unless ``tx`` is given; return its rowcount.
@@ -235,7 +295,8 @@ class BaseDatabase:
         return self._dispatch(tx, self._operation, (ops.operation, sql, params), timeout,
                               statement_timeout)
 
-    def runMany(self, sql: Any, seq_of_params: Any, tx: Optional[Transaction] = None, *,
+    def runMany(self, sql: SQL, seq_of_params: Iterable[Params],
+                tx: Optional[Transaction] = None, *,
                 timeout: Optional[float] = None, statement_timeout: Optional[float] = None) -> Any:
         """Run ``sql`` once per parameter set by the driver's bulk path, atomically.
 
@@ -324,8 +385,8 @@ class BaseDatabase:
                 f"{self._driver.target} pool_size={len(self._pool.workers)} {state}>")
 
     def __del__(self) -> None:
-        pool = getattr(self, "_pool", None)
-        if pool is not None and not pool.closing:
+        pool: Optional[Pool] = getattr(self, "_pool", None)
+        if pool is not None and not pool.stopping():
             warnings.warn(f"unclosed {self!r}", ResourceWarning, source=self)
             if self._admission is not None:
                 self._admission.close()  # parked calls run; their callers may still wait
@@ -333,15 +394,15 @@ class BaseDatabase:
 
     # -- one call ----------------------------------------------------------------------
 
-    def _make_handback(self, saturated: Callable[[], bool]) -> Any:
+    def _make_handback(self, saturated: Callable[[], bool]) -> Handback:
         after = None if self._admission is None else self._admission.after
-        loop = self._loop_thread
+        loop = self._scheduler
         if loop is None:
             return DirectHandback(self._settle, after)
         return BatchedHandback(loop.call_soon_threadsafe, self._settle, after,
                                loop.call_later, saturated)
 
-    def _dispatch(self, tx: Optional[Transaction], fn: Callable[..., Any], args: tuple[Any, ...],
+    def _dispatch(self, tx: Optional[Transaction], fn: JobFn, args: tuple[Any, ...],
                   timeout: Optional[float], statement_timeout: Optional[float] = None) -> Any:
         if tx is None:
             return self._call(fn, args, None, timeout, statement_timeout)
@@ -352,7 +413,7 @@ class BaseDatabase:
         return self._call(Worker.in_transaction, (ops.interaction, fn, args, kwargs),
                           self._tx_put(tx), None)
 
-    def _tx_put(self, tx: Transaction) -> Callable[[Any], None]:
+    def _tx_put(self, tx: Transaction) -> Callable[[Job], None]:
         if not isinstance(tx, Transaction):
             raise TypeError(
                 f"tx must be a transaction handle from beginTransaction(), not {type(tx).__name__}")
@@ -365,8 +426,8 @@ class BaseDatabase:
         self._open_tx.discard(tx)
         return self._call(Worker.finish, (tx, commit), put, None)
 
-    def _call(self, fn: Callable[..., Any], args: tuple[Any, ...],
-              put: Optional[Callable[[Any], None]], timeout: Optional[float],
+    def _call(self, fn: JobFn, args: tuple[Any, ...],
+              put: Optional[Callable[[Job], None]], timeout: Optional[float],
               statement_timeout: Optional[float] = None) -> Any:
         """Queue one job (``put`` None: shared work) and return what the caller gets."""
         if self._refusal is not None:
@@ -386,22 +447,29 @@ class BaseDatabase:
         put((future, fn, claim, statement_timeout) + args)  # call.job(), inlined (see Job)
         return self._returned(future, claim, timeout)
 
-    def _returned(self, future: Any, claim: Optional[Claim], timeout: Optional[float]) -> Any:
+    def _returned(self, future: F, claim: Optional[Claim], timeout: Optional[float]) -> Any:
         """What a public method returns: the future (its claim expires after ``timeout``),
         or, on a blocking front-end, its value once settled."""
         if self._blocking:
-            if claim is not None and not future.wait(timeout):
+            waiter = cast(Waitable, future)
+            if claim is not None and not waiter.wait(timeout):
                 if claim.take():
                     raise self._pool_timeout(timeout)
-                future.wait(None)  # a worker started it meanwhile: wait for the result
+                waiter.wait(None)  # a worker started it meanwhile: wait for the result
             elif claim is None:
-                future.wait(None)
-            return future.result()
+                waiter.wait(None)
+            return waiter.result()
         if claim is not None:
-            self._loop_thread.call_later(timeout, self._expire, future, claim, timeout)
+            self._require_loop().call_later(cast(float, timeout), self._expire, future, claim, timeout)
         return future
 
-    def _expire(self, future: Any, claim: Claim, timeout: float) -> None:
+    def _require_loop(self) -> Scheduler:
+        """The scheduler of the loop thread (a front-end with futures has one)."""
+        if self._scheduler is None:
+            raise TypeError(f"{type(self).__name__} is blocking: it has no loop thread")
+        return self._scheduler
+
+    def _expire(self, future: F, claim: Claim, timeout: float) -> None:
         """A call's wait for a worker ran out (loop thread): unless a worker took it
         first, it never runs and fails with PoolTimeout."""
         if claim.take():
@@ -415,9 +483,39 @@ class BaseDatabase:
         return PoolTimeout(f"no worker of the Database {self.name!r} became free within "
                            f"{timeout} s{pinned}; the call did not run")
 
+    # -- the entry points of the adbapi drop-in (adb.twisted.ConnectionPool) -----------
+
+    def _run_op(self, op: ops.Op, args: tuple[Any, ...], *, atomic: bool) -> F:
+        """Queue the drop-in's own ``op(cursor, driver, *args)`` (adbapi's call forms):
+        in a transaction of its own (``atomic``), or as one standalone statement."""
+        fn: JobFn = Worker.atomic if atomic else Worker.standalone
+        return cast(F, self._call(fn, (op, *args), None, None))
+
+    def _start_workers(self) -> None:
+        """Start the workers of a Database built with ``_pool_options={"start": False}``."""
+        self._pool.start()
+
+    @property
+    def _workers(self) -> Pool:
+        """The pool of workers (adbapi's ``threadpool``; read-only use)."""
+        return self._pool
+
+    @property
+    def _connections(self) -> dict[int, Connection]:
+        """Worker thread id -> its DB-API connection (adbapi's ``connections``)."""
+        return self._pool.connections
+
+    def _connect_direct(self) -> Connection:
+        """A new connection outside the pool, for the calling thread (blocking)."""
+        return self._driver.connect()
+
+    def _disconnect_direct(self, conn: Connection) -> None:
+        """Close a connection ``_connect_direct`` opened."""
+        self._driver.close(conn)
+
     # -- the close sequence, for every front-end -------------------------------------
 
-    def _close(self, timeout: Optional[float] = None) -> Any:
+    def _close(self, timeout: Optional[float] = None) -> F:
         """Close; return a future settled on the loop thread once every worker thread
         has ended and every call the Database accepted has been settled.
 
@@ -436,18 +534,18 @@ class BaseDatabase:
             self._settle(done, True, None)
             return done
         self._close_futures.append(done)
-        if self._stop_accepting() and timeout is not None:
-            self._close_timer = self._loop_thread.call_later(_check_timeout(timeout),
-                                                             self._close_timed_out)
+        limit = _check_timeout(timeout)
+        if self._stop_accepting() and limit is not None:
+            self._close_timer = self._require_loop().call_later(limit, self._close_timed_out)
         return done
 
     def _close_blocking(self, timeout: Optional[float] = None) -> None:
         """The close sequence of ``_close``, blocking the calling thread until it is done.
         ``timeout`` is one overall limit on the wait for queued calls."""
         self._stop_accepting()
-        if not self._pool.done.wait(_check_timeout(timeout)):
+        if not self._pool.wait_stopped(_check_timeout(timeout)):
             self._fail_queued()
-            self._pool.done.wait()
+            self._pool.wait_stopped()
         self._closed()
 
     def _stop_accepting(self) -> bool:
@@ -456,10 +554,9 @@ class BaseDatabase:
             if self._close_state is not CloseState.OPEN:
                 return False
             self._close_state = CloseState.CLOSING
-        self._refusal = PoolClosed(f"the Database {self.name!r} is closed")
+        self._refusal = PoolClosed.refused(self.name)
         for tx in list(self._open_tx):
-            tx.fail()
-            tx.queue.put(job(None, Worker.abandon, None, None, ("because the Database is closing",)))
+            tx.abandon("because the Database is closing")
         if self._admission is not None:
             self._admission.close()
         self._pool.stop()
@@ -470,15 +567,14 @@ class BaseDatabase:
         self._fail_queued()
 
     def _fail_queued(self) -> None:
-        self._pool.fail_queued(PoolClosed(
-            f"the Database {self.name!r} closed before this call could run"))
+        self._pool.fail_queued(PoolClosed.before_run(self.name))
 
     def _workers_exited(self) -> None:
         """Every worker thread has ended (watchdog thread): finish on the loop thread,
         if a ``_close`` future waits (``_close_blocking`` finishes by itself)."""
-        if self._loop_thread is not None and self._close_futures:
+        if self._scheduler is not None and self._close_futures:
             try:
-                self._loop_thread.call_soon_threadsafe(self._closed)
+                self._scheduler.call_soon_threadsafe(self._closed)
             except RuntimeError:  # the loop is closed: nobody waits for the close
                 pass
 
@@ -523,7 +619,8 @@ def _weak_method(method: Callable[[], None]) -> Callable[[], None]:
 _PLAIN_PARAMS = frozenset({tuple, list, dict})
 
 
-def _statement(sql: Any, params: Any) -> tuple[Any, Any]:
+def _statement(sql: object, params: Any) -> tuple[Union[str, bytes], Params]:
+    """The statement and its parameters, checked (caller's thread: TypeError now)."""
     if params is None and isinstance(sql, tuple) and len(sql) == 2:
         sql, params = sql  # the 2011 form: runOperation((sql, params))
     if not isinstance(sql, (str, bytes)):
@@ -533,7 +630,7 @@ def _statement(sql: Any, params: Any) -> tuple[Any, Any]:
     return sql, params
 
 
-def _check_params(params: Any) -> None:
+def _check_params(params: object) -> None:
     if type(params) in _PLAIN_PARAMS:  # the common case, without ABC checks
         return
     if isinstance(params, (str, bytes)):
@@ -544,7 +641,7 @@ def _check_params(params: Any) -> None:
         raise TypeError(f"parameters must be a tuple, list or dict, not {type(params).__name__}")
 
 
-def _check_pool_size(pool_size: Optional[int], driver: Any, fit: bool = False) -> int:
+def _check_pool_size(pool_size: Optional[int], driver: Driver, fit: bool = False) -> int:
     """The pool size to use; ``fit`` caps a larger one at the driver's limit instead
     of refusing it (adbapi users open ``":memory:"`` with ``cp_max=5``)."""
     limit = driver.max_pool_size
@@ -560,7 +657,7 @@ def _check_pool_size(pool_size: Optional[int], driver: Any, fit: bool = False) -
     return pool_size
 
 
-def _check_timeout(timeout: Any, name: str = "timeout") -> Optional[float]:
+def _check_timeout(timeout: object, name: str = "timeout") -> Optional[float]:
     if timeout is None:
         return None
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0:
@@ -568,7 +665,7 @@ def _check_timeout(timeout: Any, name: str = "timeout") -> Optional[float]:
     return timeout
 
 
-def _check_count(count: Any, name: str) -> Optional[int]:
+def _check_count(count: object, name: str) -> Optional[int]:
     if count is None:
         return None
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:

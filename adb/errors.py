@@ -5,6 +5,8 @@ Driver errors (``psycopg2.IntegrityError``, ``pymysql.err.ProgrammingError``,
 only for failures that belong to adb itself. Every message names the Database.
 """
 
+from __future__ import annotations
+
 
 class Error(Exception):
     """Base class of every exception raised by adb itself."""
@@ -15,7 +17,30 @@ class InterfaceError(Error, ValueError):
 
 
 class PoolClosed(Error):
-    """The Database is closed (or closing) and takes no more work."""
+    """The Database is closed (or closing) and takes no more work.
+
+    Every PoolClosed adb raises is built by one of the class methods below, so
+    the same situation always reads the same way."""
+
+    @classmethod
+    def refused(cls, name: str) -> PoolClosed:
+        """For a new call (or room waiter) once ``close()`` has begun."""
+        return cls(f"the Database {name!r} is closed")
+
+    @classmethod
+    def closing(cls, name: str) -> PoolClosed:
+        """For a transaction a worker was about to begin during the close."""
+        return cls(f"the Database {name!r} is closing")
+
+    @classmethod
+    def before_run(cls, name: str) -> PoolClosed:
+        """For an accepted call still queued when the close gave up waiting for it."""
+        return cls(f"the Database {name!r} closed before this call could run")
+
+    @classmethod
+    def waiting_for_room(cls, name: str) -> PoolClosed:
+        """For a caller of ``wait_for_room()`` when the close begins."""
+        return cls(f"the Database {name!r} closed while this caller waited for room")
 
 
 class PoolTimeout(Error):
@@ -37,7 +62,7 @@ class ConnectionLost(Error):
     (and so may have taken effect); adb never re-runs such a statement itself.
     """
 
-    def __init__(self, message, may_have_run=True):
+    def __init__(self, message: str, may_have_run: bool = True) -> None:
         super().__init__(message)
         self.may_have_run = may_have_run
 
@@ -54,7 +79,7 @@ class ServerUnavailable(ConnectionLost):
     meanwhile instead of hanging.
     """
 
-    def __init__(self, message):
+    def __init__(self, message: str) -> None:
         super().__init__(message, may_have_run=False)
 
 
@@ -65,6 +90,6 @@ class StatementTimeout(Error):
     took no effect), True when the connection had to be cut instead.
     """
 
-    def __init__(self, message, may_have_run=False):
+    def __init__(self, message: str, may_have_run: bool = False) -> None:
         super().__init__(message)
         self.may_have_run = may_have_run

@@ -30,12 +30,50 @@ thread that waits for it).
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Protocol
 
 #: seconds between drains while the pool is saturated
 POLL_INTERVAL = 0.001
 
+#: ``settle(future, ok, value)``: give a future its value (``ok``) or exception
 Settle = Callable[[Any, bool, Any], None]
+#: one call's outcome on its way back: ``(future, ok, value)``
+Result = tuple[Any, bool, Any]
+
+
+class Handback(Protocol):
+    """What the workers hand results to (worker threads) and the core reads.
+
+    Futures are whatever the front-end makes (``Any`` here: the hand-back only
+    passes them to ``settle``)."""
+
+    @property
+    def wakeups(self) -> Optional[int]:
+        """Drains a worker's signal caused (None: no loop thread to wake)."""
+
+    @property
+    def polls(self) -> Optional[int]:
+        """Drains the saturation timer caused (None: no loop thread)."""
+
+    @property
+    def settled(self) -> int:
+        """Results settled so far."""
+
+    @property
+    def largest_batch(self) -> Optional[int]:
+        """The most results settled in one drain (None: no batches)."""
+
+    def __call__(self, future: Any, ok: bool, value: Any) -> None:
+        """Queue one result for settling."""
+
+    def many(self, results: list[Result]) -> None:
+        """Queue several results at once (a unit's)."""
+
+    def nudge(self) -> None:
+        """Run the after-delivery hook soon though no result came."""
+
+    def stop(self) -> None:
+        """Settle whatever is queued and stop any timer (loop thread)."""
 
 
 class BatchedHandback:
@@ -54,7 +92,7 @@ class BatchedHandback:
                  later: Optional[Callable[[float, Callable[[], None]], Any]] = None,
                  busy: Optional[Callable[[], bool]] = None) -> None:
         self._after = after  # called on the loop thread after each drain
-        self._pending: deque[tuple[Any, bool, Any]] = deque()
+        self._pending: deque[Result] = deque()
         self._scheduled = False
         self._polling = False
         self._timer: Any = None  # the pending saturation timer, while polling
@@ -73,7 +111,7 @@ class BatchedHandback:
         if not self._scheduled:
             self._signal()
 
-    def many(self, results: list[tuple[Any, bool, Any]]) -> None:
+    def many(self, results: list[Result]) -> None:
         """Queue ``(future, ok, value)`` results at once (a unit's, worker thread)."""
         self._pending.extend(results)
         if not self._scheduled:
@@ -146,9 +184,10 @@ class BatchedHandback:
 class DirectHandback:
     """Settle each result at once, in the worker thread (blocking front-ends)."""
 
-    wakeups = polls = largest_batch = None
-
     def __init__(self, settle: Settle, after: Optional[Callable[[], None]] = None) -> None:
+        self.wakeups: Optional[int] = None  # no loop thread: never woken, never polled
+        self.polls: Optional[int] = None
+        self.largest_batch: Optional[int] = None
         self._settle = settle
         self._after = after
         self.settled = 0
@@ -159,7 +198,7 @@ class DirectHandback:
         if self._after is not None:
             self._after()
 
-    def many(self, results: list[tuple[Any, bool, Any]]) -> None:
+    def many(self, results: list[Result]) -> None:
         for future, ok, value in results:
             self(future, ok, value)
 

@@ -1,11 +1,26 @@
 """What one call does on a cursor, run in a worker thread.
 
-Each op is ``op(cursor, driver, *args)``. Transaction policy is not here: the
-worker decides (``Worker.standalone`` / ``atomic`` / ``in_transaction``).
+Each op is ``op(cursor, driver, *args)`` (an ``Op``). Transaction policy is not
+here: the worker decides (``Worker.standalone`` / ``atomic`` / ``in_transaction``).
 """
 
+from __future__ import annotations
 
-def query(cursor, driver, sql, params, row_factory):
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+
+from .rows import RowFactory
+
+if TYPE_CHECKING:
+    from typing import Concatenate
+
+    from .drivers.base import Cursor, Driver
+
+    #: what a call does: ``op(cursor, driver, *args)``, in the worker thread
+    Op = Callable[Concatenate[Cursor, Driver, ...], Any]
+
+
+def query(cursor: Cursor, driver: Driver, sql: Any, params: Any,
+          row_factory: RowFactory) -> list[Any]:
     """Execute and fetch every row; a statement that returns no rows gives []."""
     if params is None:
         cursor.execute(sql)
@@ -16,20 +31,23 @@ def query(cursor, driver, sql, params, row_factory):
     return row_factory(cursor.description, driver.fetchall(cursor))
 
 
-def operation(cursor, driver, sql, params):
+def operation(cursor: Cursor, driver: Driver, sql: Any, params: Any) -> int:
     """Execute and return the rowcount."""
     if params is None:
         cursor.execute(sql)
     else:
         cursor.execute(sql, params)
-    return cursor.rowcount
+    count: int = cursor.rowcount
+    return count
 
 
-def many(cursor, driver, sql, seq_of_params):
+def many(cursor: Cursor, driver: Driver, sql: Any,
+         seq_of_params: Iterable[Sequence[Any]]) -> int:
     """Execute once per parameter set through the driver's bulk path; total rowcount."""
     return driver.executemany(cursor, sql, seq_of_params)
 
 
-def interaction(cursor, driver, fn, args, kwargs):
+def interaction(cursor: Cursor, driver: Driver, fn: Callable[..., Any], args: tuple[Any, ...],
+                kwargs: dict[str, Any]) -> Any:
     """Run the caller's ``fn(cursor, *args, **kwargs)`` and return what it returns."""
     return fn(cursor, *args, **kwargs)

@@ -5,44 +5,50 @@ worker thread. Pass one (or its name: ``"tuple"``, ``"dict"``, ``"namedtuple"``)
 ``row_factory=`` to a Database or to a single ``runQuery`` call.
 """
 
+from __future__ import annotations
+
 import collections
 import functools
+from typing import Any, Callable, Sequence, cast
 
 from .errors import InterfaceError
 
+#: a row factory: ``(cursor.description, rows) -> list`` (a DB-API description and rows)
+RowFactory = Callable[[Any, Sequence[Any]], list[Any]]
 
-def tuple_row(description, rows):
+
+def tuple_row(description: Any, rows: Sequence[Any]) -> list[Any]:
     """Rows as the driver returns them (tuples), in a list."""
     return rows if isinstance(rows, list) else list(rows)
 
 
-def dict_row(description, rows):
+def dict_row(description: Any, rows: Sequence[Any]) -> list[Any]:
     """Each row as a dict keyed by column name."""
     names = [d[0] for d in description]
     return [dict(zip(names, row)) for row in rows]
 
 
 @functools.lru_cache(maxsize=256)
-def _row_class(names):
+def _row_class(names: tuple[str, ...]) -> Any:
     return collections.namedtuple("Row", names, rename=True)
 
 
-def namedtuple_row(description, rows):
+def namedtuple_row(description: Any, rows: Sequence[Any]) -> list[Any]:
     """Each row as a named tuple (columns that are not identifiers become _0, _1...)."""
     cls = _row_class(tuple(d[0] for d in description))
     make = cls._make
     return [make(row) for row in rows]
 
 
-_BY_NAME = {"tuple": tuple_row, "dict": dict_row, "namedtuple": namedtuple_row}
+_BY_NAME: dict[str, RowFactory] = {"tuple": tuple_row, "dict": dict_row, "namedtuple": namedtuple_row}
 
 
-def resolve(factory):
+def resolve(factory: Any) -> RowFactory:
     """Turn a name or callable into a row factory; None means the tuple default."""
     if factory is None:
         return tuple_row
     if callable(factory):
-        return factory
+        return cast(RowFactory, factory)
     if factory in _BY_NAME:
         return _BY_NAME[factory]
     raise InterfaceError(

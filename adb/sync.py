@@ -45,7 +45,7 @@ class Waiter:
         raise self.value
 
 
-class Database(BaseDatabase):
+class Database(BaseDatabase[Waiter]):
     __doc__ = (BaseDatabase.__doc__ or "").split("\n\n    The front-end interface.")[0] + """
 
     Every method blocks until its result is there and returns it.
@@ -77,7 +77,7 @@ class Database(BaseDatabase):
 
         def wait_for_room(self) -> None: ...
 
-    # -- the front-end interface: no loop thread, so no _loop_thread ---------------
+    # -- the front-end interface: no loop thread, so no _scheduler ---------------
 
     _new_future = Waiter
 

@@ -6,9 +6,11 @@ import enum
 import itertools
 import weakref
 from queue import SimpleQueue
-from typing import Any, Optional
+from typing import Any, Callable, Optional, Protocol
 
+from .dispatch import Queued
 from .errors import TransactionError
+from .worker import abandon_job
 
 _ids = itertools.count(1)
 
@@ -25,6 +27,29 @@ class TxState(enum.Enum):
 _USABLE = (TxState.BEGINNING, TxState.ACTIVE)
 
 
+class Owner(Protocol):
+    """The Database a transaction belongs to (``adb.core.BaseDatabase``), as the
+    handle's own methods use it. What they return is the front-end's: a future,
+    a Deferred or the value."""
+
+    name: str
+
+    def runQuery(self, sql: Any, params: Any = None, tx: Optional[Transaction] = None, *,
+                 row_factory: Any = None, timeout: Optional[float] = None,
+                 statement_timeout: Optional[float] = None) -> Any: ...
+    def runOperation(self, sql: Any, params: Any = None, tx: Optional[Transaction] = None, *,
+                     timeout: Optional[float] = None,
+                     statement_timeout: Optional[float] = None) -> Any: ...
+    def runMany(self, sql: Any, seq_of_params: Any, tx: Optional[Transaction] = None, *,
+                timeout: Optional[float] = None,
+                statement_timeout: Optional[float] = None) -> Any: ...
+    def commitTransaction(self, tx: Transaction) -> Any: ...
+    def rollbackTransaction(self, tx: Transaction) -> Any: ...
+    def beginTransaction(self, *, timeout: Optional[float] = None) -> Any: ...
+    def _interact_in(self, tx: Transaction, fn: Callable[..., Any], args: tuple[Any, ...],
+                     kwargs: dict[str, Any]) -> Any: ...
+
+
 class Transaction:
     """An open transaction on one worker's connection.
 
@@ -34,23 +59,24 @@ class Transaction:
     while still open is rolled back (with a warning) when it is garbage-collected.
     """
 
-    def __init__(self, db: Any) -> None:
+    def __init__(self, db: Owner) -> None:
         self.db = db
         self.id = next(_ids)
-        self.queue: SimpleQueue[Any] = SimpleQueue()
+        self.queue: SimpleQueue[Queued] = SimpleQueue()
         self.state = TxState.BEGINNING
-        self.worker = None
-        self._finalizer = weakref.finalize(self, _abandoned, self.queue, self.id)
+        self.worker: Optional[int] = None
+        self._finalizer = weakref.finalize(
+            self, self.queue.put, abandon_job(f"whose handle {self.id} was dropped while open"))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<adb transaction {self.id} of {self.db.name!r} {self.state.value}>"
 
     @property
-    def active(self):
+    def active(self) -> bool:
         """True until commit or rollback has been asked for."""
         return self.state in _USABLE
 
-    def check(self, db):
+    def check(self, db: Owner) -> None:
         """Raise TransactionError unless this handle can take more work on ``db``."""
         if self.db is not db:
             raise TransactionError(f"{self!r} belongs to another Database, not {db.name!r}")
@@ -58,44 +84,43 @@ class Transaction:
             raise TransactionError(f"{self!r} is finished; begin a new transaction")
 
     # called in the worker thread
-    def activate(self, worker_index):
+    def activate(self, worker_index: int) -> None:
         self.worker = worker_index
         self.state = TxState.ACTIVE
 
-    def ended(self, committed):
+    def ended(self, committed: bool) -> None:
         if self.state is TxState.ENDING or self.state in _USABLE:
             self.state = TxState.COMMITTED if committed else TxState.ROLLED_BACK
         self._finalizer.detach()
 
-    def fail(self):
+    def fail(self) -> None:
         self.state = TxState.FAILED
         self._finalizer.detach()
 
+    def abandon(self, reason: str) -> None:
+        """Mark it failed and have its worker roll it back (its Database is closing)."""
+        self.fail()
+        self.queue.put(abandon_job(reason))
+
     # the public API on the handle
-    def runQuery(self, sql, params=None, **kw):
+    def runQuery(self, sql: Any, params: Any = None, **kw: Any) -> Any:
         return self.db.runQuery(sql, params, self, **kw)
 
-    def runOperation(self, sql, params=None, **kw):
+    def runOperation(self, sql: Any, params: Any = None, **kw: Any) -> Any:
         return self.db.runOperation(sql, params, self, **kw)
 
-    def runMany(self, sql, seq_of_params, **kw):
+    def runMany(self, sql: Any, seq_of_params: Any, **kw: Any) -> Any:
         return self.db.runMany(sql, seq_of_params, self, **kw)
 
-    def runInteraction(self, fn, *args, **kwargs):
+    def runInteraction(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run ``fn(cursor, *args, **kwargs)`` inside this transaction (no commit of its own)."""
         return self.db._interact_in(self, fn, args, kwargs)
 
-    def commit(self):
+    def commit(self) -> Any:
         return self.db.commitTransaction(self)
 
-    def rollback(self):
+    def rollback(self) -> Any:
         return self.db.rollbackTransaction(self)
-
-
-def _abandoned(queue, tx_id):
-    from .call import job
-    from .pool import Worker
-    queue.put(job(None, Worker.abandon, None, None, (f"whose handle {tx_id} was dropped while open",)))
 
 
 class TransactionContext:
@@ -105,14 +130,15 @@ class TransactionContext:
     nothing if the block already committed or rolled back itself.
     """
 
-    def __init__(self, db: Any, timeout: Optional[float] = None) -> None:
+    def __init__(self, db: Owner, timeout: Optional[float] = None) -> None:
         self.db = db
         self.timeout = timeout
-        self.tx: Any = None
+        self.tx: Any = None  # the handle, once the block has begun
 
     async def __aenter__(self) -> Transaction:
-        self.tx = await self.db.beginTransaction(timeout=self.timeout)
-        return self.tx
+        tx: Transaction = await self.db.beginTransaction(timeout=self.timeout)
+        self.tx = tx
+        return tx
 
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         if self.tx.active:
@@ -122,8 +148,9 @@ class TransactionContext:
                 await self.db.rollbackTransaction(self.tx)
 
     def __enter__(self) -> Transaction:
-        self.tx = self.db.beginTransaction(timeout=self.timeout)
-        return self.tx
+        tx: Transaction = self.db.beginTransaction(timeout=self.timeout)
+        self.tx = tx
+        return tx
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         if self.tx.active:

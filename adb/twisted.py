@@ -16,11 +16,13 @@ from twisted.enterprise import adbapi
 from twisted.internet import defer
 from twisted.python import failure, log
 
-from . import drivers, errors
-from .core import SQL, BaseDatabase, Params
-from .pool import Worker
+from . import errors
+from .core import SQL, BaseDatabase, Params, PoolOptions
+from .drivers.base import Connection, Cursor, Driver
+from .pool import Pool
 from .transaction import Transaction
-from .url import Target
+from .target import Target
+from .url import target_for
 
 
 T = TypeVar("T")
@@ -30,7 +32,7 @@ class ConnectionLost(errors.ConnectionLost, adbapi.ConnectionLost):
     """The connection broke under a call (catchable as adbapi's ConnectionLost too)."""
 
 
-class Database(BaseDatabase):
+class Database(BaseDatabase["defer.Deferred[Any]"]):
     __doc__ = (BaseDatabase.__doc__ or "").split("\n\n    The front-end interface.")[0] + """
 
     :param reactor: the reactor to deliver results on (default: the global one).
@@ -45,7 +47,7 @@ class Database(BaseDatabase):
         if reactor is None:
             from twisted.internet import reactor
         self.reactor = reactor
-        self._loop_thread = _ReactorThread(reactor)
+        self._scheduler: _ReactorScheduler = _ReactorScheduler(reactor)
         super().__init__(url, **kwargs)
 
     if TYPE_CHECKING:  # what each method returns on this front-end (written in BaseDatabase)
@@ -82,7 +84,8 @@ class Database(BaseDatabase):
             if ok:
                 deferred.callback(value)
             else:
-                deferred.errback(failure.Failure(value, type(value), value.__traceback__))
+                deferred.errback(failure.Failure(  # type: ignore[no-untyped-call]
+                    value, type(value), value.__traceback__))
 
     @staticmethod
     def _abandoned(deferred: defer.Deferred[Any]) -> bool:
@@ -97,8 +100,8 @@ class Database(BaseDatabase):
         return self._close(timeout)
 
 
-class _ReactorThread:
-    """The loop thread of one Database: its reactor."""
+class _ReactorScheduler:
+    """Schedules on the loop thread of one Database: its reactor."""
 
     __slots__ = ("reactor",)
 
@@ -193,8 +196,7 @@ class ConnectionPool:
         if not isinstance(dbapiName, str) or not dbapiName:
             raise errors.InterfaceError(
                 f"dbapiName must be a DB-API module name such as 'psycopg2', not {dbapiName!r}")
-        target = Target(drivers.canonical(dbapiName), dict(connkw), connargs)
-        self._db = _PoolDatabase(self, target)
+        self._db = _PoolDatabase(self, target_for(dbapiName, connkw, connargs))
         self.dbapi = self._db.dbapi
         self.startID = reactor.callWhenRunning(self._start)
 
@@ -205,14 +207,14 @@ class ConnectionPool:
             self.openfun(conn)
 
     @property
-    def connections(self) -> dict[int, Any]:
+    def connections(self) -> dict[int, Connection]:
         """Worker thread id -> its DB-API connection (adbapi exposes the same)."""
-        return self._db._pool.connections
+        return self._db._connections
 
     @property
-    def threadpool(self) -> Any:
+    def threadpool(self) -> Pool:
         """The workers (adb's own; adbapi has a ThreadPool here)."""
-        return self._db._pool
+        return self._db._workers
 
     def _start(self) -> None:
         self.startID = None
@@ -221,7 +223,7 @@ class ConnectionPool:
     def start(self) -> None:
         """Start the workers; the reactor calls this when it starts running."""
         if not self.running:
-            self._db._pool.start()
+            self._db._start_workers()
             self.shutdownID = self._reactor.addSystemEventTrigger(
                 "during", "shutdown", self.finalClose)
             self.running = True
@@ -236,21 +238,21 @@ class ConnectionPool:
                           **kw: Any) -> defer.Deferred[T]:
         """``func(connection, *args, **kw)`` in a worker; committed if it returns,
         rolled back if it raises. ``connection.close()`` is ignored."""
-        return self._db._call(Worker.atomic, (_with_connection, func, args, kw), None, None)
+        return self._db._run_op(_with_connection, (func, args, kw), atomic=True)
 
     def runQuery(self, *args: Any, **kw: Any) -> defer.Deferred[list[Any]]:
         """``cursor.execute(*args, **kw)`` then ``fetchall()``; a Deferred of the rows.
 
         One statement is its own transaction (autocommitted by the driver), which
         is what adbapi's begin/execute/commit amounts to, minus two round trips."""
-        return self._db._call(Worker.standalone, (_query, kw or None) + args, None, None)
+        return self._db._run_op(_query, (kw or None, *args), atomic=False)
 
     def runOperation(self, *args: Any, **kw: Any) -> defer.Deferred[None]:
         """``cursor.execute(*args, **kw)``, committed; a Deferred of None. With
         ``cp_autobatch`` a ``(sql[, params])`` call may join a unit (group commit)."""
         if self.autobatch and not kw and 1 <= len(args) <= 2:
             return self._db.runOperation(*args).addCallback(_none)
-        return self._db._call(Worker.standalone, (_operation, kw or None) + args, None, None)
+        return self._db._run_op(_operation, (kw or None, *args), atomic=False)
 
     def runMany(self, sql: SQL, seq_of_params: Iterable[Params],
                 tx: Optional[Transaction] = None) -> defer.Deferred[int]:
@@ -287,7 +289,7 @@ class ConnectionPool:
     def connect(self) -> Any:
         """A new DB-API connection for the calling thread (blocking; adbapi's
         escape hatch for code running in threads of its own)."""
-        conn = self._db._driver.connect()
+        conn = self._db._connect_direct()
         self.connections[threading.get_ident()] = conn
         return conn
 
@@ -299,7 +301,7 @@ class ConnectionPool:
         del self.connections[threading.get_ident()]
         if self.noisy:
             log.msg(f"adbapi closing: {self.dbapiName}")
-        self._db._driver.close(conn)
+        self._db._disconnect_direct(conn)
 
     def __repr__(self) -> str:
         return f"<adb.twisted.ConnectionPool {self._db!r}>"
@@ -313,8 +315,8 @@ class _PoolDatabase(Database):
     """The Database under a ConnectionPool: adbapi's sizes, hooks and reconnect."""
 
     def __init__(self, owner: ConnectionPool, target: Target) -> None:
-        options = {"warm": owner.min, "start": False, "fit_size": True,
-                   "check_sql": owner.good_sql if owner.reconnect else None}
+        options: PoolOptions = {"warm": owner.min, "start": False, "fit_size": True,
+                                "check_sql": owner.good_sql if owner.reconnect else None}
         super().__init__(target, reactor=owner._reactor, pool_size=owner.max,
                          name=owner.name, on_connect=owner._on_connect,
                          autobatch=owner.autobatch, _pool_options=options)

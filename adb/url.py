@@ -10,62 +10,26 @@ Accepted URLs follow the SQLAlchemy convention, ``family[+driver]://``::
 
 The family's bare scheme means its default driver; which drivers exist, and
 which is the default, is what the modules in ``adb.drivers`` declare. Query
-parameters are passed to the driver's ``connect()`` as keywords.
+parameters are passed to the driver's ``connect()`` as keywords. The ``Target``
+value itself lives in ``adb.target``, below the drivers.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Optional, Union
 from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 
 from . import drivers
-from .drivers import Family
 from .errors import InterfaceError
+from .target import Family, Target
 
-_SECRET_KEYS = frozenset({"password", "passwd", "pass", "secret"})
-
-
-@dataclasses.dataclass(frozen=True)
-class Target:
-    """Where to connect: a driver name and the keywords for its ``connect()``.
-
-    ``driver`` is the PEP 249 module's name (``psycopg2``, ``psycopg``,
-    ``pymysql``, ``sqlite3`` or any other). ``repr`` and ``describe()`` never
-    show the password.
-    """
-
-    driver: str
-    kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
-    args: tuple[Any, ...] = ()
-
-    @property
-    def family(self) -> Family:
-        """The kind of server (``Family.POSTGRESQL``, ...; ``OTHER`` for a generic module)."""
-        return drivers.family(self.driver)
-
-    def describe(self) -> str:
-        """A URL-like, password-free description for reprs, logs and errors."""
-        kw = self.kwargs
-        scheme = drivers.url_scheme(self.driver)
-        if self.args and not kw:
-            return f"{scheme}://(positional connect arguments)"
-        if self.family is Family.SQLITE:
-            path = str(kw.get("database", ":memory:"))
-            return f"{scheme}://" if path == ":memory:" else f"{scheme}:///" + path
-        user = str(kw.get("user", ""))
-        if any(k in kw for k in _SECRET_KEYS):
-            user += ":***"
-        host = kw.get("host") or kw.get("unix_socket") or ""
-        port = kw.get("port")
-        db = kw.get("database") or kw.get("dbname") or kw.get("db") or ""
-        netloc = (user + "@" if user else "") + str(host) + (f":{port}" if port else "")
-        return f"{scheme}://{netloc}/{db}"
-
-    def __repr__(self) -> str:
-        return f"Target({self.describe()!r})"
-
-    __str__ = describe
+def target_for(driver: str, kwargs: Optional[dict[str, Any]] = None,
+               args: tuple[Any, ...] = ()) -> Target:
+    """The Target of driver ``driver`` (a name, alias or module name) with the
+    ``connect()`` arguments given, its family and URL scheme as the registry says."""
+    name = drivers.canonical(driver)
+    return Target(name, dict(kwargs or {}), tuple(args), drivers.family(name),
+                  drivers.url_scheme(name))
 
 
 def parse_url(url: object) -> Target:
@@ -80,7 +44,7 @@ def parse_url(url: object) -> Target:
     parts = urlsplit(url)
     query: dict[str, Any] = dict(parse_qsl(parts.query, keep_blank_values=True))
     if drivers.family(driver) is Family.SQLITE:
-        return Target(driver, _sqlite_kwargs(url, parts, query))
+        return target_for(driver, _sqlite_kwargs(url, parts, query))
     try:
         port = parts.port
     except ValueError:
@@ -103,7 +67,7 @@ def parse_url(url: object) -> Target:
     if path:
         kwargs["database"] = unquote(path)
     kwargs.update(query)
-    return Target(driver, kwargs)
+    return target_for(driver, kwargs)
 
 
 def _sqlite_kwargs(url: str, parts: SplitResult, query: dict[str, Any]) -> dict[str, Any]:
@@ -140,13 +104,13 @@ def make_target(url: Union[str, Target, None] = None, driver: Optional[str] = No
     """
     connect_kwargs = dict(connect_kwargs or {})
     if isinstance(url, Target):
-        return Target(url.driver, {**url.kwargs, **connect_kwargs}, url.args)
+        return target_for(url.driver, {**url.kwargs, **connect_kwargs}, url.args)
     if url is not None:
         target = parse_url(url)
         if driver is not None and drivers.canonical(driver) != target.driver:
             raise InterfaceError(
                 f"driver={driver!r} contradicts the URL scheme of {_redact(url)!r}")
-        return Target(target.driver, {**target.kwargs, **connect_kwargs})
+        return target_for(target.driver, {**target.kwargs, **connect_kwargs})
     if driver is None:
         if connect_kwargs:
             raise InterfaceError(
@@ -155,4 +119,4 @@ def make_target(url: Union[str, Target, None] = None, driver: Optional[str] = No
         return None
     if not isinstance(driver, str) or not driver:
         raise InterfaceError(f"driver must be a module name such as 'psycopg2', not {driver!r}")
-    return Target(drivers.canonical(driver), connect_kwargs)
+    return target_for(driver, connect_kwargs)

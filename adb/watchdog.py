@@ -11,9 +11,10 @@ is still running ``cancel_grace`` seconds later (a frozen server, a black-holed
 network), its connection is cut; the worker then gets an error, replaces the
 connection and serves on.
 
-Once the last worker has left its loop the watchdog joins every worker thread
-and calls ``Pool.all_exited``, so whoever waits for the close learns of it only
-when no worker thread is left.
+Once the last worker has left its loop the watchdog calls its ``on_exit`` (the
+pool's ``all_exited``, which joins every worker thread), so whoever waits for the
+close learns of it only when no worker thread is left. It knows no Pool: it is
+given the workers, the driver and those hooks at construction.
 """
 
 from __future__ import annotations
@@ -21,59 +22,98 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable, Optional, Protocol, Sequence
 
 from .call import CallState, RunningCall
-
-if TYPE_CHECKING:
-    from .pool import Pool, Worker
 
 log = logging.getLogger("adb")
 
 TICK = 0.05
 
 
+class Watched(Protocol):
+    """A worker as the watchdog sees it (``adb.worker.Worker``)."""
+
+    @property
+    def index(self) -> int: ...
+
+    @property
+    def conn(self) -> Any:
+        """Its DB-API connection, or None."""
+
+    @property
+    def current(self) -> Optional[RunningCall]:
+        """The call it runs now, or None."""
+
+
+class Canceller(Protocol):
+    """What the watchdog asks of the driver (``adb.drivers.base.Driver``), from a side thread."""
+
+    def cancel(self, conn: Any) -> None: ...
+    def abort(self, conn: Any) -> None: ...
+
+
 class Watchdog(threading.Thread):
-    def __init__(self, pool: Pool) -> None:
-        super().__init__(name=f"{pool.name}-watchdog", daemon=True)
-        self.pool = pool
+    """The watchdog of one pool.
+
+    :param name: the pool's name, for the thread and log lines.
+    :param workers: the workers to watch.
+    :param driver: cancels a call on the server, or cuts its connection.
+    :param is_abandoned: ``is_abandoned(future)``, True once its caller gave up.
+    :param cancel_grace: seconds between the cancel and the cut.
+    :param workers_out: set once the last worker has left its loop.
+    :param on_exit: called (in this thread) once every worker thread has ended.
+    """
+
+    def __init__(self, name: str, workers: Sequence[Watched], driver: Canceller,
+                 is_abandoned: Callable[[Any], bool], cancel_grace: float,
+                 workers_out: threading.Event, on_exit: Callable[[], None]) -> None:
+        super().__init__(name=f"{name}-watchdog", daemon=True)
+        self.pool_name = name
+        self.workers = workers
+        self.driver = driver
+        self.is_abandoned = is_abandoned
+        self.cancel_grace = cancel_grace
+        self.workers_out = workers_out
+        self.on_exit = on_exit
 
     def run(self) -> None:
-        pool = self.pool
-        while not pool.last_out.wait(TICK):
+        while not self.workers_out.wait(TICK):
             now = time.monotonic()
-            for worker in pool.workers:
+            for worker in self.workers:
                 running = worker.current
                 if running is not None:
                     self.check(worker, running, now)
-        pool.all_exited()
+        self.on_exit()
 
-    def check(self, worker: Worker, running: RunningCall, now: float) -> None:
+    def check(self, worker: Watched, running: RunningCall, now: float) -> None:
         if running.state is CallState.RUNNING:
             late = running.deadline is not None and now >= running.deadline
-            gone = running.future is not None and self.pool.is_abandoned(running.future)
+            gone = running.future is not None and self.is_abandoned(running.future)
             if late or gone:
                 running.state = CallState.CANCEL_SENT
                 running.cancelled_at = now
-                self.side(worker, running, self.pool.driver.cancel, "cancel")
+                self.side(worker, running, self.driver.cancel, "cancel")
         elif running.state is CallState.CANCEL_SENT \
-                and now - running.cancelled_at > self.pool.cancel_grace:
+                and now - running.cancelled_at > self.cancel_grace:
             running.state = CallState.CUT
-            self.side(worker, running, self.pool.driver.abort, "cut the connection of")
+            self.side(worker, running, self.driver.abort, "cut the connection of")
 
-    @staticmethod
-    def side(worker: Worker, running: RunningCall, action: Callable[[Any], None],
+    def side(self, worker: Watched, running: RunningCall, action: Callable[[Any], None],
              what: str) -> None:
-        conn = worker.conn
+        """Run ``action`` on the worker's connection from a short-lived thread, if
+        the worker still runs ``running`` by then."""
+        conn, name = worker.conn, self.pool_name
 
         def act() -> None:
             if conn is None or worker.current is not running:
                 return  # that call ended meanwhile
-            log.warning("%s: %s the call running on worker %d", worker.pool.name, what, worker.index)
+            log.warning("%s: %s the call running on worker %d", name, what, worker.index)
             try:
                 action(conn)
             except Exception as exc:  # reported; the grace period is the fallback
-                log.warning("%s: could not %s worker %d's call: %s",
-                            worker.pool.name, what, worker.index, exc)
-        threading.Thread(target=act, name=f"{worker.pool.name}-{what.split()[0]}",
-                         daemon=True).start()
+                log.warning("%s: could not %s worker %d's call: %s", name, what, worker.index, exc)
+        threading.Thread(target=act, name=f"{name}-{what.split()[0]}", daemon=True).start()
+
+
+__all__ = ["Canceller", "Watched", "Watchdog"]

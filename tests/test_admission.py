@@ -10,17 +10,16 @@ from adb.errors import PoolClosed, QueueFull
 
 
 class FakePool:
-    """The two things Admission asks of a pool: submit a job, count the queued."""
+    """The two things Admission asks of the dispatch: submit a job, count the queued."""
 
     def __init__(self):
-        self.queued = []
-        self.queue = self
+        self.jobs = []
 
     def submit(self, job):
-        self.queued.append(job)
+        self.jobs.append(job)
 
-    def qsize(self):
-        return len(self.queued)
+    def queued(self):
+        return len(self.jobs)
 
 
 def settle_into(record):
@@ -31,9 +30,8 @@ def settle_into(record):
 
 def make(limit=2, on_full="wait"):
     settled = []
-    admission = Admission("db-x", limit, on_full, settle_into(settled))
     pool = FakePool()
-    admission.attach(pool)
+    admission = Admission("db-x", limit, on_full, pool, settle_into(settled))
     return admission, pool, settled
 
 
@@ -41,25 +39,25 @@ def test_calls_queue_while_there_is_room_then_park_in_order():
     admission, pool, _ = make(limit=2)
     for job in "abcde":
         admission.put(job)
-    assert pool.queued == ["a", "b"]
+    assert pool.jobs == ["a", "b"]
     assert admission.parked == 3
-    pool.queued.pop(0)          # a worker took "a"
+    pool.jobs.pop(0)          # a worker took "a"
     admission.after()
-    assert pool.queued == ["b", "c"] and admission.parked == 2
-    pool.queued.clear()
+    assert pool.jobs == ["b", "c"] and admission.parked == 2
+    pool.jobs.clear()
     admission.after()
-    assert pool.queued == ["d", "e"] and admission.parked == 0
+    assert pool.jobs == ["d", "e"] and admission.parked == 0
 
 
 def test_a_call_never_overtakes_parked_ones():
     admission, pool, _ = make(limit=1)
     admission.put("a")
     admission.put("b")           # parked
-    pool.queued.clear()          # room now, but "b" waits first
+    pool.jobs.clear()          # room now, but "b" waits first
     admission.put("c")
-    assert pool.queued == [] and admission.parked == 2
+    assert pool.jobs == [] and admission.parked == 2
     admission.after()
-    assert pool.queued == ["b"]
+    assert pool.jobs == ["b"]
 
 
 def test_raise_mode_names_the_limit():
@@ -67,7 +65,7 @@ def test_raise_mode_names_the_limit():
     admission.put("a")
     with pytest.raises(QueueFull, match=r"'db-x' already has 1 calls waiting \(max_queued=1\)"):
         admission.put("b")
-    assert pool.queued == ["a"] and admission.parked == 0
+    assert pool.jobs == ["a"] and admission.parked == 0
 
 
 def test_room_waiters_wake_only_when_nothing_is_parked_and_there_is_room():
@@ -78,10 +76,10 @@ def test_room_waiters_wake_only_when_nothing_is_parked_and_there_is_room():
     admission.put("b")
     admission.wait("w1")
     assert admission.waiting == 1
-    pool.queued.clear()
+    pool.jobs.clear()
     admission.after()                        # "b" takes the room: w1 still waits
-    assert admission.waiting == 1 and pool.queued == ["b"]
-    pool.queued.clear()
+    assert admission.waiting == 1 and pool.jobs == ["b"]
+    pool.jobs.clear()
     admission.after()
     assert settled[-1] == ("w1", True, None) and admission.waiting == 0
 
@@ -92,7 +90,7 @@ def test_close_submits_parked_calls_and_fails_waiters():
         admission.put(job)
     admission.wait("w")
     admission.close()
-    assert pool.queued == ["a", "b", "c"]    # accepted, so handed to the pool to run
+    assert pool.jobs == ["a", "b", "c"]    # accepted, so handed to the pool to run
     (future, ok, error), = settled
     assert future == "w" and not ok and isinstance(error, PoolClosed)
     with pytest.raises(PoolClosed, match="db-x"):
@@ -116,4 +114,4 @@ def test_a_waiter_settled_at_once_may_call_back_in_without_deadlock():
         done.set()
     threading.Thread(target=wait, daemon=True).start()
     assert done.wait(5), "wait() deadlocked on its own lock"
-    assert pool.queued == ["from-callback"]
+    assert pool.jobs == ["from-callback"]

@@ -1,4 +1,4 @@
-"""Group commit (``autobatch``): the contract of adb/autobatch.py on real servers.
+"""Group commit (``autobatch``): the contract in adb/worker.py on real servers.
 
 Each test holds the pool's only worker busy (a ``runInteraction`` waiting on an
 event) while it queues the calls, so they are certain to meet in one unit, and
@@ -17,8 +17,8 @@ from tornado.testing import AsyncTestCase, gen_test
 import adb
 import adb.sync
 import adb.tornado
-from adb import autobatch
-from adb.autobatch import Path
+from adb import sqltext
+from adb.sqltext import Path
 from adb.drivers import load
 from adb.errors import ConnectionLost, InterfaceError, StatementTimeout
 from adb.url import make_target
@@ -230,7 +230,7 @@ async def test_a_unit_shares_one_transaction(pg_url, table_name):
     ("insert into t values ($$x$$)", False),
 ])
 def test_self_contained_statements(sql, contained):
-    assert autobatch.self_contained(sql) is contained
+    assert sqltext.self_contained(sql) is contained
 
 
 @pytest.mark.parametrize("url, sql, path", [

@@ -8,7 +8,7 @@ import adb.sync
 
 def spare(db):
     (worker,) = db._pool.workers
-    return worker.spare
+    return worker._spare
 
 
 def test_operations_share_a_cursor_queries_leave_none(target, table_name):
@@ -42,7 +42,7 @@ def test_a_replaced_connection_gets_a_new_cursor(tmp_path):
         old_conn, old_cursor = spare(db)
         (worker,) = db._pool.workers
         worker.disconnect("test")  # as after a broken connection
-        assert worker.spare is None
+        assert worker._spare is None
         # the worker thread is idle in its inbox; the next call reconnects
         assert db.runOperation("insert into t values (1)") == 1
         conn, cursor = spare(db)

@@ -12,14 +12,12 @@ from __future__ import annotations
 import functools
 import importlib
 import pkgutil
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import Callable, Optional
 
 from ..errors import InterfaceError
-from .base import Connection, Driver, DriverInfo, Family
+from ..target import Family, Target
+from .base import Connection, Driver, DriverInfo
 from .generic import GenericDriver
-
-if TYPE_CHECKING:
-    from ..url import Target
 
 _NOT_DRIVERS = frozenset({"base", "generic"})  # and private helpers (_name)
 
@@ -31,8 +29,11 @@ def registry() -> dict[str, type[Driver]]:
     for module in pkgutil.iter_modules(__path__):
         if module.name in _NOT_DRIVERS or module.name.startswith("_"):
             continue
-        cls = importlib.import_module(f".{module.name}", __name__).DRIVER
-        assert cls.info is not None, f"{module.name}.DRIVER declares no info"
+        cls = getattr(importlib.import_module(f".{module.name}", __name__), "DRIVER", None)
+        if not (isinstance(cls, type) and issubclass(cls, Driver)
+                and isinstance(cls.info, DriverInfo)):
+            raise TypeError(f"adb.drivers.{module.name} must set DRIVER to a Driver subclass "
+                            "whose info is a DriverInfo")
         found[cls.info.module] = cls
     return found
 
@@ -45,12 +46,15 @@ def _aliases() -> dict[str, str]:
         declared = _info(cls)
         schemes = declared.family.schemes if declared.default else ()
         for alias in (name, *declared.dialects, *schemes):
-            assert names.setdefault(alias, name) == name, f"{alias!r} names two drivers"
+            if names.setdefault(alias, name) != name:
+                raise TypeError(f"{alias!r} names two drivers: {names[alias]} and {name}")
     return names
 
 
 def _info(cls: type[Driver]) -> DriverInfo:
-    assert cls.info is not None
+    """What a registered driver declares (``registry`` admits none without it)."""
+    if cls.info is None:
+        raise TypeError(f"{cls.__name__} declares no DriverInfo")
     return cls.info
 
 
@@ -108,7 +112,7 @@ def url_scheme(name: str) -> str:
 
 
 def load(target: Target, on_connect: Optional[Callable[[Connection], object]] = None) -> Driver:
-    """Return a Driver instance for ``target`` (a ``adb.url.Target``); ``on_connect``
+    """Return a Driver instance for ``target`` (an ``adb.target.Target``); ``on_connect``
     is called with every new connection, in its worker thread."""
     cls = registry().get(target.driver, GenericDriver)
     try:

@@ -8,39 +8,18 @@ connection that worker owns.
 from __future__ import annotations
 
 import dataclasses
-import enum
 import inspect
 import select
 import socket
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence
+from typing import Any, Callable, Iterable, Optional, Sequence
 
-from ..autobatch import Path, PathCache, self_contained
 from ..errors import InterfaceError
-
-if TYPE_CHECKING:
-    from ..url import Target
+from ..sqltext import Path, PathCache, self_contained
+from ..target import Family, Target
 
 #: a DB-API connection or cursor: adb only calls what PEP 249 promises on them
 Connection = Any
 Cursor = Any
-
-
-class Family(enum.Enum):
-    """A kind of server; its URL schemes pick its default driver, ``+dialect`` another."""
-
-    POSTGRESQL = ("postgresql", "postgres")
-    MYSQL = ("mysql", "mariadb")
-    SQLITE = ("sqlite",)
-    OTHER = ()
-
-    @property
-    def scheme(self) -> str:
-        """The scheme URLs of this family are written with (``postgresql``)."""
-        return self.value[0] if self.value else "other"
-
-    @property
-    def schemes(self) -> tuple[str, ...]:
-        return self.value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,7 +68,8 @@ class Driver:
 
     @property
     def paramstyle(self) -> str:
-        return self.dbapi.paramstyle
+        style: str = self.dbapi.paramstyle
+        return style
 
     def check(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         """Validate and normalise connect keywords at construction; return them."""
@@ -155,19 +135,21 @@ class Driver:
         return False
 
     def fetchall(self, cursor: Cursor) -> list[Any]:
-        return cursor.fetchall()
+        rows: list[Any] = cursor.fetchall()
+        return rows
 
     def executemany(self, cursor: Cursor, sql: str,
                     seq_of_params: Iterable[Sequence[Any]]) -> int:
         """Run ``sql`` once per parameter set, by the driver's fastest path; return rowcount."""
         cursor.executemany(sql, seq_of_params)
-        return cursor.rowcount
+        count: int = cursor.rowcount
+        return count
 
     def is_disconnect(self, exc: BaseException, conn: Connection) -> bool:
         """True when ``exc`` means ``conn`` is unusable and must be replaced."""
         return False
 
-    # -- autobatch (see adb.autobatch): how a unit of standalone operations runs ----
+    # -- autobatch (adb.sqltext, adb.worker): how a unit of standalone operations runs --
 
     #: a message longer than this (characters) runs as a transaction instead
     max_message = 1 << 20

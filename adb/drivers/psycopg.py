@@ -17,10 +17,11 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
 
-from ..autobatch import Path, without_terminator
 from ..errors import InterfaceError
+from ..sqltext import Path, without_terminator
+from ..target import Family
 from . import _libpq
-from .base import Connection, Cursor, Driver, DriverInfo, Family
+from .base import Connection, Cursor, Driver, DriverInfo
 
 #: connect() keywords that are psycopg's own, not libpq connection options
 _PSYCOPG_KEYS = frozenset({"prepare_threshold", "cursor_factory", "context"})
@@ -76,7 +77,8 @@ class PsycopgDriver(Driver):
     def executemany(self, cursor: Cursor, sql: str,
                     seq_of_params: Iterable[Sequence[Any]]) -> int:
         cursor.executemany(sql, seq_of_params)
-        return max(cursor.rowcount, 0)  # psycopg sums the sets' counts; -1 for none
+        count: int = cursor.rowcount
+        return max(count, 0)  # psycopg sums the sets' counts; -1 for none
 
     def is_closed(self, conn: Connection) -> bool:
         return bool(conn.closed)

@@ -6,13 +6,17 @@ it ends. ``runMany`` of an ``INSERT ... VALUES (...)`` goes through
 statement falls back to ``executemany``.
 """
 
+from __future__ import annotations
+
 import re
 import weakref
+from typing import Any, Iterable, Optional, Sequence
 
-from ..autobatch import Path, without_terminator
 from ..errors import InterfaceError
+from ..sqltext import Path, without_terminator
+from ..target import Family
 from . import _libpq
-from .base import Driver, DriverInfo, Family
+from .base import Connection, Cursor, Driver, DriverInfo
 
 _VALUES = re.compile(r"\bvalues\s*\(", re.IGNORECASE)
 #: what the splitter does not parse (dollar quotes, comments, E'' escapes): left to executemany
@@ -49,11 +53,11 @@ class Psycopg2Driver(Driver):
                       extra="postgresql")
     autocommit = True
 
-    def enable_autobatch(self):
-        self.guarded: weakref.WeakSet = weakref.WeakSet()  # connections with the guard prepared
-        self.slots: dict = {}  # template -> its number of %s (-1: it uses other % forms)
+    def enable_autobatch(self) -> None:
+        self.guarded: weakref.WeakSet[Connection] = weakref.WeakSet()  # guard prepared on these
+        self.slots: dict[str, int] = {}  # template -> its number of %s (-1: other % forms too)
 
-    def check(self, kwargs):
+    def check(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         from psycopg2.extensions import make_dsn
         _libpq.with_defaults(kwargs, str(self.connect_args[0]) if self.connect_args else "")
         try:
@@ -63,47 +67,48 @@ class Psycopg2Driver(Driver):
             raise InterfaceError(f"bad PostgreSQL connection option: {message}") from None
         return kwargs
 
-    def open(self):
+    def open(self) -> Connection:
         conn = super().open()
         conn.autocommit = True
         return conn
 
-    def begin(self, conn):
+    def begin(self, conn: Connection) -> None:
         conn.autocommit = False
 
-    def commit(self, conn):
+    def commit(self, conn: Connection) -> None:
         conn.commit()
         conn.autocommit = True
 
-    def rollback(self, conn):
+    def rollback(self, conn: Connection) -> None:
         conn.rollback()
         conn.autocommit = True
 
-    def failed_transaction(self, conn):
+    def failed_transaction(self, conn: Connection) -> bool:
         from psycopg2.extensions import TRANSACTION_STATUS_INERROR
-        return conn.info.transaction_status == TRANSACTION_STATUS_INERROR
+        return bool(conn.info.transaction_status == TRANSACTION_STATUS_INERROR)
 
-    def executemany(self, cursor, sql, seq_of_params):
+    def executemany(self, cursor: Cursor, sql: str,
+                    seq_of_params: Iterable[Sequence[Any]]) -> int:
         split = split_values(sql)
         if split is None:
             return super().executemany(cursor, sql, seq_of_params)
         from psycopg2.extras import execute_values
         statement, template = split
         seq = seq_of_params if isinstance(seq_of_params, (list, tuple)) else list(seq_of_params)
-        total = 0
+        total: int = 0
         for start in range(0, len(seq), PAGE_SIZE):
             page = seq[start:start + PAGE_SIZE]
             execute_values(cursor, statement, page, template, page_size=len(page))
             total += cursor.rowcount
         return total
 
-    def is_closed(self, conn):
+    def is_closed(self, conn: Connection) -> bool:
         return bool(conn.closed)
 
-    def peer_gone(self, conn):
+    def peer_gone(self, conn: Connection) -> bool:
         return _libpq.peer_gone(conn.fileno())
 
-    def cancel(self, conn):
+    def cancel(self, conn: Connection) -> None:
         """``pg_cancel_backend`` from a side connection. (psycopg2's ``cancel()``
         holds the GIL while it waits for the server: one unresponsive server would
         freeze the whole process.)"""
@@ -116,13 +121,13 @@ class Psycopg2Driver(Driver):
         finally:
             side.close()
 
-    def abort(self, conn):
+    def abort(self, conn: Connection) -> None:
         _libpq.shut_down(conn.fileno())
 
-    def is_disconnect(self, exc, conn):
+    def is_disconnect(self, exc: BaseException, conn: Connection) -> bool:
         return bool(conn.closed)
 
-    def path_of(self, sql):
+    def path_of(self, sql: str) -> Path:
         """A message only for a one-row ``INSERT ... VALUES (...)`` without ON CONFLICT:
         psycopg2 reads only a message's last result, so each statement's rowcount
         must be fixed by its form (1), and the message's guard proves nothing on
@@ -131,7 +136,8 @@ class Psycopg2Driver(Driver):
             return Path.TRANSACTION
         return self.message_safe(sql)
 
-    def run_message(self, conn, statements):
+    def run_message(self, conn: Connection,
+                    statements: list[tuple[str, Any]]) -> Optional[list[int]]:
         """The statements rendered by psycopg2's ``mogrify`` (what ``execute`` sends),
         joined with ``;``, then the guard: one simple query, which PostgreSQL runs
         as one implicit transaction, so a failing guard leaves no effect. A target
@@ -158,13 +164,15 @@ class Psycopg2Driver(Driver):
             cursor.close()
         return [1] * len(statements)
 
-    def render(self, cursor, statements):
+    def render(self, cursor: Cursor, statements: list[tuple[str, Any]]) -> list[bytes]:
         """Each statement as ``execute`` would send it, by psycopg2's ``mogrify``. A
         run of statements whose templates use only ``%s`` and whose parameter
         tuples match their ``%s`` counts goes through one ``mogrify`` call (15%
         less time than one call each): the counts matching, each statement gets
         exactly its own values. Anything else is rendered on its own, as alone."""
-        parts, run_sql, run_params = [], [], []
+        parts: list[bytes] = []
+        run_sql: list[str] = []
+        run_params: list[Any] = []
         slots = self.slots
         for sql, params in statements:
             sql = without_terminator(sql)
@@ -183,7 +191,7 @@ class Psycopg2Driver(Driver):
             parts.append(cursor.mogrify(";".join(run_sql), run_params))
         return parts
 
-    def prepare_guard(self, cursor, conn):
+    def prepare_guard(self, cursor: Cursor, conn: Connection) -> None:
         if conn not in self.guarded:
             try:
                 cursor.execute(PREPARE_GUARD)
@@ -192,14 +200,15 @@ class Psycopg2Driver(Driver):
             self.guarded.add(conn)
 
 
-def _target(sql):
+def _target(sql: str) -> str:
     """The table ``INSERT INTO`` names (``path_of`` let only such statements through)."""
     match = _TARGET.match(sql)
-    assert match is not None
+    if match is None:
+        raise ValueError(f"not an INSERT INTO statement: {sql[:80]!r}")
     return match.group(1)
 
 
-def _positional_slots(sql):
+def _positional_slots(sql: str) -> int:
     """How many ``%s`` the template has, or -1 if it has any other ``%`` form
     (``%(name)s``, a stray ``%``): only the plain form may share a ``mogrify``."""
     count = 0
@@ -211,7 +220,7 @@ def _positional_slots(sql):
     return count
 
 
-def split_values(sql):
+def split_values(sql: object) -> Optional[tuple[str, str]]:
     """Split ``INSERT ... VALUES (row template) [suffix]`` for execute_values.
 
     Returns ``(statement_with_one_%s, row_template)`` or None when the statement
@@ -238,13 +247,13 @@ def split_values(sql):
     return prefix + "%s" + suffix, row
 
 
-def _closing_paren(sql, start):
-    depth, quote = 0, None
+def _closing_paren(sql: str, start: int) -> Optional[int]:
+    depth, quote = 0, ""
     for i in range(start, len(sql)):
         ch = sql[i]
         if quote:
             if ch == quote:
-                quote = None
+                quote = ""
         elif ch in "'\"":
             quote = ch
         elif ch == "(":

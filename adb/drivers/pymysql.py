@@ -5,11 +5,15 @@ Connections run in autocommit mode; transactions use ``begin()``/``commit()``.
 inserts, its bulk fast path.
 """
 
-import socket
+from __future__ import annotations
 
-from ..autobatch import without_terminator
+import socket
+from typing import Any, Optional
+
 from ..errors import InterfaceError
-from .base import Driver, DriverInfo, Family, readable
+from ..sqltext import Path, without_terminator
+from ..target import Family
+from .base import Connection, Cursor, Driver, DriverInfo, readable
 
 _INT_KEYS = {"port", "connect_timeout", "read_timeout", "write_timeout",
              "max_allowed_packet", "client_flag"}
@@ -21,7 +25,7 @@ class PyMySQLDriver(Driver):
     #: CLIENT.MULTI_STATEMENTS on every connection: only with ``autobatch``
     multi_statements = False
 
-    def check(self, kwargs):
+    def check(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         if self.connect_args:
             raise InterfaceError("pymysql.connect() takes keywords only (host=, user=, ...)")
         for key in _INT_KEYS & set(kwargs):
@@ -33,7 +37,7 @@ class PyMySQLDriver(Driver):
         kwargs["autocommit"] = True
         return super().check(kwargs)
 
-    def open(self):
+    def open(self) -> Connection:
         # PyMySQL's connect_timeout covers the TCP connect, not the handshake: bound
         # the handshake with a read timeout, lifted again once connected
         timeout = self.connect_kwargs.get("connect_timeout", 10)
@@ -51,16 +55,16 @@ class PyMySQLDriver(Driver):
                 sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), value)
         return conn
 
-    def begin(self, conn):
+    def begin(self, conn: Connection) -> None:
         conn.begin()
 
-    def is_closed(self, conn):
+    def is_closed(self, conn: Connection) -> bool:
         return not conn.open
 
-    def peer_gone(self, conn):
+    def peer_gone(self, conn: Connection) -> bool:
         return readable(conn._sock.fileno())
 
-    def cancel(self, conn):
+    def cancel(self, conn: Connection) -> None:
         """KILL QUERY from a side connection (MySQL has no in-band cancel)."""
         side = self.dbapi.connect(**{**self.connect_kwargs, "connect_timeout": 5})
         try:
@@ -69,13 +73,13 @@ class PyMySQLDriver(Driver):
         finally:
             side.close()
 
-    def socket_of(self, conn):
+    def socket_of(self, conn: Connection) -> Any:
         return conn._sock
 
-    def fetchall(self, cursor):
+    def fetchall(self, cursor: Cursor) -> list[Any]:
         return list(cursor.fetchall())
 
-    def is_disconnect(self, exc, conn):
+    def is_disconnect(self, exc: BaseException, conn: Connection) -> bool:
         err = self.dbapi.err
         if isinstance(exc, err.InterfaceError):
             return True
@@ -84,14 +88,15 @@ class PyMySQLDriver(Driver):
         return isinstance(exc, err.OperationalError) and exc.args[:1] in (
             (2006,), (2013,), (2014,), (1927,), (4031,))
 
-    def enable_autobatch(self):
+    def enable_autobatch(self) -> None:
         self.multi_statements = True
 
-    def path_of(self, sql):
+    def path_of(self, sql: str) -> Path:
         """Any self-contained DML goes in a message (``#`` starts a comment here too)."""
         return self.message_safe(sql, ("--", "#"))
 
-    def run_message(self, conn, statements):
+    def run_message(self, conn: Connection,
+                    statements: list[tuple[str, Any]]) -> Optional[list[int]]:
         """``START TRANSACTION; s1; ...; sN; COMMIT`` in one message, each statement
         rendered by PyMySQL's own escaping (``mogrify``, what ``execute`` does) and
         its affected rows read with ``nextset()``. The server stops at the first
@@ -104,7 +109,7 @@ class PyMySQLDriver(Driver):
                 return None
             try:
                 cursor.execute(f"START TRANSACTION;{body};COMMIT")
-                counts = []
+                counts: list[int] = []
                 for _ in statements:
                     cursor.nextset()
                     counts.append(cursor.rowcount)
@@ -117,7 +122,7 @@ class PyMySQLDriver(Driver):
         return counts
 
 
-def _as_int(key, value):
+def _as_int(key: str, value: Any) -> int:
     try:
         return int(value)
     except (TypeError, ValueError):

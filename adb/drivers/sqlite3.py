@@ -11,10 +11,14 @@ An in-memory database (``sqlite://``) exists in a single connection, so it gets
 a single worker.
 """
 
+from __future__ import annotations
+
 import threading
+from typing import Any
 
 from ..errors import InterfaceError
-from .base import Driver, DriverInfo, Family
+from ..target import Family
+from .base import Connection, Driver, DriverInfo
 
 _PRAGMAS = {"journal_mode": "wal", "synchronous": "normal"}
 _PRAGMA_VALUES = {
@@ -27,13 +31,13 @@ class SQLiteDriver(Driver):
     info = DriverInfo("sqlite3", Family.SQLITE, ("pysqlite",), default=True)
     autocommit = True
 
-    def check(self, kwargs):
+    def check(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         if self.connect_args:  # sqlite3.connect("path.db") as adbapi users write it
             if len(self.connect_args) > 1:
                 raise InterfaceError("pass sqlite3 options other than the path by keyword")
             kwargs["database"] = self.connect_args[0]
             self.connect_args = ()
-        self.pragmas = {}
+        self.pragmas: dict[str, str] = {}
         for key, default in _PRAGMAS.items():
             value = str(kwargs.pop(key, default)).lower()
             if value not in _PRAGMA_VALUES[key]:
@@ -58,7 +62,7 @@ class SQLiteDriver(Driver):
 
     _journal_lock = threading.Lock()
 
-    def open(self):
+    def open(self) -> Connection:
         conn = super().open()
         for key, value in self.pragmas.items():  # values checked against a fixed set
             if key == "journal_mode":
@@ -70,29 +74,29 @@ class SQLiteDriver(Driver):
                 conn.execute(f"pragma {key}={value}")
         return conn
 
-    def begin(self, conn):
+    def begin(self, conn: Connection) -> None:
         conn.execute("begin immediate")
 
-    def commit(self, conn):
+    def commit(self, conn: Connection) -> None:
         conn.execute("commit")
 
-    def rollback(self, conn):
+    def rollback(self, conn: Connection) -> None:
         if conn.in_transaction:
             conn.execute("rollback")
 
-    def is_closed(self, conn):
+    def is_closed(self, conn: Connection) -> bool:
         try:
             conn.in_transaction
         except self.dbapi.ProgrammingError:
             return True
         return False
 
-    def cancel(self, conn):
+    def cancel(self, conn: Connection) -> None:
         conn.interrupt()
 
     abort = cancel
 
-    def is_disconnect(self, exc, conn):
+    def is_disconnect(self, exc: BaseException, conn: Connection) -> bool:
         return isinstance(exc, self.dbapi.ProgrammingError) and "closed" in str(exc)
 
 

@@ -1,0 +1,95 @@
+"""Where shared jobs wait for a worker: the queue, the idle workers, the pinned ones.
+
+``Dispatch`` is built first, before the pool, the hand-back and admission that
+all read it, so the core wires them in one direction: a caller submits a job
+here, a worker takes it from here, and the hand-back asks here whether every
+worker is busy (``saturated``).
+
+A caller hands a job to the most recently idle worker through that worker's
+inbox (LIFO, so a hot thread serves sequential calls) or, with none idle, to
+the shared ``queue.SimpleQueue``. A worker pinned by a transaction reads only
+that transaction's queue, and is listed in ``pinned`` meanwhile.
+"""
+
+from __future__ import annotations
+
+import enum
+from queue import SimpleQueue
+from typing import Callable, Final, Optional, Protocol, Union
+
+from .call import Job
+
+
+class Marker(enum.Enum):
+    """A sentinel in a job queue, in place of a job."""
+
+    #: shared-queue sentinel: the worker that takes it exits
+    STOP = "stop"
+    #: inbox sentinel: look at the shared queue again
+    WAKE = "wake"
+
+
+STOP: Final = Marker.STOP
+WAKE: Final = Marker.WAKE
+
+#: what a job queue holds
+Queued = Union[Job, Marker]
+
+
+class Idle(Protocol):
+    """A worker as the dispatch sees it while it sleeps: an inbox to hand jobs to."""
+
+    inbox: SimpleQueue[Queued]
+
+
+class Dispatch:
+    """The shared job queue of one pool, its stack of idle workers, its pinned workers.
+
+    ``late(job)``, if set, is called after a job was queued once nobody will run
+    it (the pool's workers have all exited): a call that raced the close.
+    """
+
+    __slots__ = ("queue", "idle", "pinned", "late")
+
+    def __init__(self) -> None:
+        self.queue: SimpleQueue[Queued] = SimpleQueue()
+        self.idle: list[Idle] = []  # waiting for a job, most recently idle last
+        self.pinned: set[int] = set()  # indices of workers pinned by a transaction
+        self.late: Optional[Callable[[], None]] = None
+
+    def submit(self, job: Job) -> None:
+        """Hand ``job`` to the most recently idle worker, or queue it for the next free one.
+
+        Under a burst no worker is idle: the length test spares that case an
+        IndexError per call (0.3-0.4 us of the loop's 2.5 us per submitted call)."""
+        if self.idle:
+            try:
+                worker = self.idle.pop()
+            except IndexError:  # the last idle worker took a job meanwhile
+                pass
+            else:
+                worker.inbox.put(job)
+                return
+        self.queue.put(job)
+        if self.late is not None:  # a call that raced close from another thread
+            self.late()
+
+    def queued(self) -> int:
+        return self.queue.qsize()
+
+    def saturated(self) -> bool:
+        """True while every worker is busy with calls that need nothing back from the
+        caller before the next one, and calls wait for a worker. A worker pinned by a
+        transaction waits for its caller's next statement: it needs its results at once."""
+        return not self.idle and self.queue.qsize() > 0 and not self.pinned
+
+    def wake_idle(self) -> None:
+        """Send every sleeping worker to look at the shared queue (for its STOP)."""
+        while self.idle:
+            try:
+                self.idle.pop().inbox.put(WAKE)
+            except IndexError:
+                break
+
+
+__all__ = ["Dispatch", "Idle", "Marker", "Queued", "STOP", "WAKE"]

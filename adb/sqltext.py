@@ -1,0 +1,94 @@
+"""What adb reads from SQL text: which statements may join a group-commit unit.
+
+A leaf of pure policy, below the drivers that decide per statement and the
+worker that runs units (``Database(autobatch=N)``; the contract is in
+``adb.worker``). Which statements qualify (``Path``, decided by the driver and
+cached per SQL text): single DML statements (INSERT, UPDATE, DELETE, REPLACE)
+given as text. A statement whose text is *self-contained* (every quote closed,
+no ``;`` inside, no comment, no backslash, no dollar quote) may be rendered by
+the driver's own parameter escaping and joined with others into one message
+(``Path.MESSAGE``) where the driver can read each statement's result; any other
+DML runs inside one transaction (``Path.TRANSACTION``); anything else runs alone
+(``Path.ALONE``).
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from typing import Callable
+
+_DML = re.compile(r"\s*(insert|update|delete|replace)\s", re.IGNORECASE)
+#: characters that change how quotes are read (escapes, dollar quotes): never self-contained
+_UNSAFE = "\\$"
+_TRAILING = frozenset("; \t\r\n")
+
+
+class Path(enum.Enum):
+    """How a statement may run when a worker batches it."""
+
+    ALONE = "alone"              # never batched
+    TRANSACTION = "transaction"  # with others, inside one transaction, one execute each
+    MESSAGE = "message"          # with others, in one multi-statement message
+
+
+def is_dml(sql: object) -> bool:
+    """True for one INSERT/UPDATE/DELETE/REPLACE given as text."""
+    return isinstance(sql, str) and _DML.match(sql) is not None
+
+
+def self_contained(sql: str, line_comment: tuple[str, ...] = ("--",)) -> bool:
+    """True when ``sql`` is one statement whose text ends where it ends: every
+    quote it opens is closed, and outside quotes it has no ``;`` (one trailing
+    one aside), no comment and nothing that changes how quotes are read (a
+    backslash, a dollar quote). Joined to another such statement with ``;`` it
+    cannot swallow or alter its neighbour."""
+    text = without_terminator(sql)
+    if any(mark in text for mark in _UNSAFE):
+        return False
+    quote = None
+    for i, ch in enumerate(text):
+        if quote is not None:
+            if ch == quote:
+                quote = None
+        elif ch in "'\"`":
+            quote = ch
+        elif ch == ";" or text.startswith("/*", i) \
+                or any(text.startswith(mark, i) for mark in line_comment):
+            return False
+    return quote is None
+
+
+def without_terminator(sql: str) -> str:
+    """``sql`` without its one trailing ``;`` (a message joins statements with it)."""
+    if sql[-1:] not in _TRAILING:  # the common case, without a copy
+        return sql
+    text = sql.rstrip()
+    return text[:-1] if text.endswith(";") else text
+
+
+class PathCache:
+    """Each SQL text's ``Path``, decided once (templates repeat; the decision is a scan)."""
+
+    LIMIT = 1024
+
+    def __init__(self, decide: Callable[[str], Path]) -> None:
+        self.decide = decide
+        self.paths: dict[object, Path] = {}
+
+    def __call__(self, sql: object) -> Path:
+        path = self.paths.get(sql)
+        if path is None:
+            path = self.decide(sql) if isinstance(sql, str) and is_dml(sql) else Path.ALONE
+            if len(self.paths) >= self.LIMIT:
+                self.paths.clear()
+            self.paths[sql] = path
+        return path
+
+    def demote(self, sql: str) -> None:
+        """Never send ``sql`` in a message again (the driver found it cannot prove
+        its rowcount there); it still batches inside a transaction."""
+        self.paths[sql] = Path.TRANSACTION
+
+
+__all__ = ["Path", "PathCache", "is_dml", "self_contained", "without_terminator"]
