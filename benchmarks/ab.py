@@ -26,6 +26,8 @@ the ratio of each tree's median to the first tree's. Give the same path twice
 (``--tree A=. --tree A2=.``) to see the noise floor.
 """
 
+from __future__ import annotations
+
 import argparse
 import json
 import os
@@ -33,7 +35,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from types import ModuleType
+from typing import Any, NoReturn, Optional, Sequence
 
+#: a run's figures (numbers, and the memory run's top lines)
+Figures = dict[str, Any]
 POOL_SIZE = 10
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 METRICS = [  # (key, label, format) in table order
@@ -49,7 +55,7 @@ METRICS = [  # (key, label, format) in table order
 
 # -- in the child (run as a script, so that only the tree's adb is importable) --------
 
-def _import_adb(tree):
+def _import_adb(tree: str) -> ModuleType:
     import adb
     where = os.path.realpath(adb.__file__)
     if not where.startswith(os.path.join(tree, "")):
@@ -57,7 +63,7 @@ def _import_adb(tree):
     return adb
 
 
-async def _in_flight(url, calls):
+async def _in_flight(url: str, calls: int) -> Figures:
     import asyncio
     import gc
     import time
@@ -65,10 +71,12 @@ async def _in_flight(url, calls):
 
     import adb
 
+    from benchmarks.sql import placeholder
+
     # all kept referenced: a Database's __del__ stops its pool, which starts the workers
     *timed, db = dbs = [adb.Database(url, pool_size=POOL_SIZE, _pool_options={"start": False})
                         for _ in range(4)]
-    mark = "?" if db.paramstyle == "qmark" else "%s"
+    mark = placeholder(db.paramstyle)
     sql = f"insert into T values ({mark}, {mark})"
     params = [(i, "x") for i in range(calls)]
     best = float("inf")
@@ -100,19 +108,19 @@ async def _in_flight(url, calls):
                            + f":{s.traceback[0].lineno}", s.size / calls) for s in lines[:6]]}
 
 
-def _burst(url, rows):
+def _burst(url: str, rows: int) -> Figures:
     import resource
-    sys.path.insert(0, REPO)  # after adb: this checkout's benchmarks, the tree's adb
-    from benchmarks.scenarios import WrongResult
-    from benchmarks.scenarios import parallel_insert as pi
+
     from benchmarks.child import run_system
+    from benchmarks.scenarios import parallel_insert as pi
+    from benchmarks.scenarios.base import WrongResult
     from benchmarks.systems import SYSTEMS
     from benchmarks.systems.common import RunSpec
-    if not pi.__file__.startswith(os.path.join(REPO, "")):
+    if not str(pi.__file__).startswith(os.path.join(REPO, "")):
         raise SystemExit(f"benchmarks came from {pi.__file__}, not {REPO}")
     pi.prepare(url, rows)
     before = resource.getrusage(resource.RUSAGE_SELF)
-    result = run_system(SYSTEMS["adb-asyncio"], RunSpec(pi.NAME, url, rows, POOL_SIZE))
+    result = run_system(SYSTEMS["adb-asyncio"], RunSpec(pi.SCENARIO.name, url, rows, POOL_SIZE))
     after = resource.getrusage(resource.RUSAGE_SELF)
     try:
         pi.verify(url, rows, result)
@@ -122,10 +130,11 @@ def _burst(url, rows):
     return {**result, "rows_per_s": rows / result["seconds"], "cpu_us_per_row": cpu / rows * 1e6}
 
 
-def child(spec):
+def child(spec: dict[str, Any]) -> NoReturn:
     sys.path[:] = [p for p in sys.path if os.path.realpath(p or ".") != os.path.dirname(
         os.path.abspath(__file__))]  # this script's folder holds no adb, but keep it clean
     adb = _import_adb(spec["tree"])
+    sys.path.insert(0, REPO)  # after adb: this checkout's benchmarks, the tree's adb
     if spec["what"] == "memory":
         import asyncio
         figures = asyncio.run(_in_flight(spec["url"], spec["calls"]))
@@ -137,7 +146,8 @@ def child(spec):
 
 # -- in the parent ---------------------------------------------------------------------
 
-def run_child(tree, what, url, args):
+def run_child(tree: str, what: str, url: str,
+              args: argparse.Namespace) -> tuple[Optional[Figures], str]:
     spec = {"tree": tree, "what": what, "url": url, "calls": args.calls, "rows": args.rows}
     env = {**os.environ, "PYTHONPATH": tree}
     try:
@@ -153,9 +163,9 @@ def run_child(tree, what, url, args):
     return json.loads(lines[-1]), ""
 
 
-def revision(tree):
+def revision(tree: str) -> str:
     """The tree's commit, and whether its adb/ differs from it."""
-    def git(*argv):
+    def git(*argv: str) -> str:
         return subprocess.run(["git", "-C", tree, *argv], capture_output=True,
                               text=True).stdout.strip()
     commit = git("rev-parse", "--short", "HEAD")
@@ -165,8 +175,9 @@ def revision(tree):
                      else "")
 
 
-def summarise(runs, names):
-    summary = {}
+def summarise(runs: Sequence[dict[str, Any]], names: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Per tree: the errors, and median, min, max and every value of each metric."""
+    summary: dict[str, dict[str, Any]] = {}
     for name in names:
         entry = summary[name] = {"errors": [f"round {r['round']} {r['what']}: {r['error']}"
                                             for r in runs if r["tree"] == name and r["error"]]}
@@ -179,9 +190,11 @@ def summarise(runs, names):
     return summary
 
 
-def table(summary, names):
+def table(summary: dict[str, dict[str, Any]], names: Sequence[str]) -> str:
+    """A metric per line: each tree's median (min-max), then each tree's ratio to
+    the first's."""
     first = names[0]
-    head = ["metric"] + names + [f"{n}/{first}" for n in names[1:]]
+    head = ["metric", *names, *(f"{n}/{first}" for n in names[1:])]
     rows = [head]
     for key, label, fmt in METRICS:
         if not any(key in summary[n] for n in names):
@@ -202,9 +215,9 @@ def table(summary, names):
                                for i, (c, w) in enumerate(zip(r, widths))) for r in rows)
 
 
-def parse(argv):
+def parse(argv: Sequence[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m benchmarks.ab",
-                                description=__doc__.split("\n")[0])
+                                description=(__doc__ or "").split("\n")[0])
     p.add_argument("--tree", action="append", default=[], metavar="NAME=PATH",
                    help="a source tree holding adb/ (repeat; the first is the baseline)")
     p.add_argument("--dburl", help="database URL; default: SQLite in a temporary file")
@@ -217,7 +230,7 @@ def parse(argv):
     args = p.parse_args(argv)
     if args.child:
         return args
-    trees = {}
+    trees: dict[str, str] = {}
     for item in args.tree:
         name, sep, path = item.partition("=")
         if not sep or not name or name in trees or not os.path.isdir(os.path.join(path, "adb")):
@@ -231,7 +244,7 @@ def parse(argv):
     return args
 
 
-def main(argv=None):
+def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
     if args.child:
         return child(json.loads(args.child))
@@ -248,7 +261,7 @@ def main(argv=None):
                     runs.append({"tree": name, "round": round_, "what": what,
                                  "figures": figures, "error": error})
                     print(f"round {round_} {what:<6} {name}: "
-                          + (error or ", ".join(f"{k} {v:,.1f}" for k, v in figures.items()
+                          + (error or ", ".join(f"{k} {v:,.1f}" for k, v in (figures or {}).items()
                                                 if isinstance(v, float))),
                           file=sys.stderr, flush=True)
     summary = summarise(runs, names)

@@ -6,26 +6,30 @@ The producer awaits ``db.wait_for_room()`` before each ``select 1`` and never aw
 the calls themselves; the output gives the time and how far resident memory grew.
 """
 
+from __future__ import annotations
+
 import argparse
 import asyncio
 import resource
 import time
+from typing import Any
 
 import adb
 
 
-def rss_mb():
+def rss_mb() -> float:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * resource.getpagesize() / 2**20
 
 
-async def burst(url, calls, max_queued, pool_size):
+async def burst(url: str, calls: int, max_queued: int,
+                pool_size: int) -> tuple[float, float, float]:
     db = adb.Database(url, pool_size=pool_size, max_queued=max_queued)
     await db.runQuery("select 1")
     base = peak = rss_mb()
     done = 0
 
-    def finished(_):
+    def finished(_: Any) -> None:
         nonlocal done
         done += 1
     start = time.perf_counter()
@@ -41,8 +45,8 @@ async def burst(url, calls, max_queued, pool_size):
     return seconds, base, max(peak, rss_mb()) - base
 
 
-def main():
-    p = argparse.ArgumentParser(prog="python -m benchmarks.burst", description=__doc__.split("\n")[0])
+def main() -> None:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.burst", description=(__doc__ or "").split("\n")[0])
     p.add_argument("--dburl", default="sqlite://")
     p.add_argument("--calls", type=int, default=1_000_000)
     p.add_argument("--max-queued", type=int, default=1000)

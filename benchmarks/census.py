@@ -15,11 +15,20 @@ original benchmark did (zzzeek's bigdata, ``util.py``), so parsing is not on the
 workers' path but the pickling through the queue is.
 """
 
+from __future__ import annotations
+
 import bisect
 import math
 import multiprocessing
 import random
 import zipfile
+from multiprocessing.process import BaseProcess
+from multiprocessing.queues import Queue
+from typing import Any, Iterator, Optional
+
+#: a parsed line: (fileid, stusab, chariter, cifsn, logrecno, [222 counts]); the
+#: geo phase's record is its first five fields
+Record = tuple[Any, ...]
 
 ITEMS_PER_LINE = 222
 SEGMENT = "01"
@@ -33,7 +42,7 @@ SEGMENT_01_MATRICES = (1, 6, 71, 73, 71)  # items of P1..P5: 222 in all
 GENERATED_SEED = 2000
 
 
-def value(rng):
+def value(rng: random.Random) -> int:
     """One count drawn from the census-like distribution."""
     if rng.random() < ZERO_SHARE:
         return 0
@@ -45,7 +54,7 @@ def value(rng):
     return max(1, round(math.exp(math.log(v0) + fraction * (math.log(v1) - math.log(v0)))))
 
 
-def lines(count, seed=GENERATED_SEED):
+def lines(count: int, seed: int = GENERATED_SEED) -> Iterator[str]:
     """``count`` generated census lines (text, no newline), log record numbers 1..count."""
     rng = random.Random(seed)
     for logrecno in range(1, count + 1):
@@ -53,9 +62,9 @@ def lines(count, seed=GENERATED_SEED):
         yield f"uSF1,NY,000,{SEGMENT},{logrecno:07d},{counts}"
 
 
-def file_lines(path, count=None):
+def file_lines(path: str, count: Optional[int] = None) -> Iterator[str]:
     """Up to ``count`` lines of a real census file (``.zip`` or text)."""
-    def text_lines():
+    def text_lines() -> Iterator[str]:
         if zipfile.is_zipfile(path):
             with zipfile.ZipFile(path) as archive, archive.open(archive.namelist()[0]) as f:
                 for raw in f:
@@ -70,7 +79,7 @@ def file_lines(path, count=None):
         yield line
 
 
-def parse(line):
+def parse(line: str) -> Record:
     """(fileid, stusab, chariter, cifsn, logrecno, [counts]) of one line; a line
     of the wrong shape is a ValueError that says which."""
     fields = line.split(",")
@@ -80,12 +89,12 @@ def parse(line):
     return (*fields[:5], [int(v) for v in fields[5:]])
 
 
-def source(census, count):
+def source(census: Optional[str], count: int) -> Iterator[str]:
     """The lines of a run: the real file if given, else generated ones."""
     return file_lines(census, count) if census else lines(count)
 
 
-def dictionary(seed=GENERATED_SEED):
+def dictionary(seed: int = GENERATED_SEED) -> list[tuple[str, str, str, list[int]]]:
     """[(code, segment_id, sortkey, [item indexes])] for every matrix, in order:
     segment 01 is P1..P5 with the real item counts, the rest spread to the real
     totals."""
@@ -104,7 +113,8 @@ def dictionary(seed=GENERATED_SEED):
             for (code, segment, sortkey), size in zip(matrices, sizes)]
 
 
-def start_reader(census, count, phase):
+def start_reader(census: Optional[str], count: int,
+                 phase: str) -> tuple[BaseProcess, Queue[Optional[Record]]]:
     """A process parsing the run's lines into a queue: for phase "geo", the geo
     record of each line; for "data", the whole record. Ends with None. Returns
     (process, queue)."""
@@ -115,7 +125,8 @@ def start_reader(census, count, phase):
     return process, records
 
 
-def _read(census, count, phase, records):
+def _read(census: Optional[str], count: int, phase: str,
+          records: Queue[Optional[Record]]) -> None:
     for line in source(census, count):
         record = parse(line)
         records.put(record[:5] if phase == "geo" else record)

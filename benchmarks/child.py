@@ -1,69 +1,71 @@
 """One run of one system, in a fresh process: ``python -m benchmarks.child SPEC``.
 
-SPEC is JSON (system, scenario, url, rows, pool_size). Prints one JSON line: the
-system's figures plus this process's peak RSS. A fresh process per run keeps
-reactors restartable and memory figures honest.
+SPEC is JSON (system, scenario, url, rows, pool_size, options). Prints one JSON
+line: the system's figures plus this process's peak RSS and CPU. A fresh process
+per run keeps reactors restartable and memory figures honest.
 """
 
-import importlib
+from __future__ import annotations
+
 import json
 import resource
 import sys
 
-from .systems import MONGO_SYSTEMS, SYSTEMS
-from .systems.common import RunSpec
+from .scenarios import scenario_for
+from .systems import MONGO_SYSTEMS, SYSTEMS, System
+from .systems.common import Figures, RunSpec
+from .worlds import GeventWorld, world
 
 
-def run_system(system, spec):
+def run_system(system: System, spec: RunSpec) -> Figures:
     """Run ``spec.scenario`` on ``system`` in this process; return its figures."""
-    from .scenarios import scenario_for
-    from .worlds import world
-    if spec.scenario in system.runners:
-        return resolve(system.runners[spec.scenario])(spec)
     scenario = scenario_for(spec.scenario, spec.kind)
+    runner = system.runners.get(spec.scenario)
+    if runner is not None:
+        return runner(spec, scenario.table or "")
+    if scenario.run is None:
+        raise ValueError(f"{scenario.name} is launched from the parent, not run in a child")
+    run = scenario.run
     place = world(system.world_for(spec.kind), spec.pool_size)
-    opener = resolve(system.opener)
 
-    async def main():
-        async with opener(spec, place, scenario.MIN_CONNECTIONS) as calls:
-            return await scenario.run(calls, spec)
+    async def main() -> Figures:
+        async with system.open(spec, place, scenario.min_connections) as calls:
+            return await run(calls, spec)
     return place.run(main)
 
 
-def _system(name, spec):
-    """The system called ``name``: a MongoDB client on a mongodb:// URL, else a SQL
-    system (looked up without importing a scenario, so no driver before gevent's
-    patching)."""
+def _system(name: str, spec: RunSpec) -> System:
+    """The system called ``name``: a MongoDB client on a mongodb:// URL, else a SQL one."""
     return (MONGO_SYSTEMS if spec.kind == "mongodb" else SYSTEMS)[name]
 
 
-def resolve(name):
-    module, function = name.split(":")
-    return getattr(importlib.import_module(module), function)
+def process_figures(rows: int) -> Figures:
+    """This process's peak RSS, and its CPU time and context switches per row, the
+    whole process's and the main thread's (the event loop of every async system
+    here; the rest of the process is the worker threads). The main thread is read
+    first: the process total read afterwards can only be larger, so the main
+    thread's share of it never comes out above 100%. CPU per row covers the whole
+    run, start-up included: on a machine where the server shares the CPUs, that
+    is what the client costs it."""
+    main = resource.getrusage(resource.RUSAGE_THREAD)
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return {"peak_rss_mb": usage.ru_maxrss / 1024,
+            "cpu_us_per_row": (usage.ru_utime + usage.ru_stime) / rows * 1e6,
+            "switches_per_row": (usage.ru_nvcsw + usage.ru_nivcsw) / rows,
+            "main_cpu_us_per_row": (main.ru_utime + main.ru_stime) / rows * 1e6,
+            "main_switches_per_row": (main.ru_nvcsw + main.ru_nivcsw) / rows}
 
 
-def main(argv):
+def main(argv: list[str]) -> int:
     request = json.loads(argv[0])
     name = request.pop("system")
     spec = RunSpec(**request)
     system = _system(name, spec)
-    if system.world_for(spec.kind) == "gevent":  # before the scenario imports any driver
-        from .worlds import GeventWorld
+    if system.world_for(spec.kind) == "gevent":  # before the scenario opens any driver
         GeventWorld.patch(spec.driver)
     result = run_system(system, spec)
-    # the main thread first, then the process: the process total read afterwards can
-    # only be larger, so the main thread's share of it never comes out above 100%
-    main = resource.getrusage(resource.RUSAGE_THREAD)
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    result.setdefault("peak_rss_mb", usage.ru_maxrss / 1024)
-    # CPU this process used (the whole run: start-up included), per row, in microseconds;
-    # on a machine where the server shares the CPUs, that is what the client costs it
-    result.setdefault("cpu_us_per_row", (usage.ru_utime + usage.ru_stime) / spec.rows * 1e6)
-    result.setdefault("switches_per_row", (usage.ru_nvcsw + usage.ru_nivcsw) / spec.rows)
-    # the same for the main thread alone (the event loop of every async system here):
-    # the rest of the process is the worker threads
-    result.setdefault("main_cpu_us_per_row", (main.ru_utime + main.ru_stime) / spec.rows * 1e6)
-    result.setdefault("main_switches_per_row", (main.ru_nvcsw + main.ru_nivcsw) / spec.rows)
+    for key, value in process_figures(spec.rows).items():
+        result.setdefault(key, value)  # the C clients report their own peak RSS
     print(json.dumps(result))
     return 0
 

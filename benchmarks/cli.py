@@ -6,22 +6,36 @@ a temporary file), every system that can run on it, once. The seed's options
 --use_tornado --use_txmysql``) still work beside ``--dburl`` and friends.
 """
 
+from __future__ import annotations
+
 import argparse
+import contextlib
+import dataclasses
 import sys
 import tempfile
 import time
+from typing import Any, Iterator, Mapping, Optional, Sequence
 from urllib.parse import quote
 
 from adb import drivers
 from adb.url import parse_url
 
 from . import harness, mongo, report
-from .scenarios import SCENARIOS, roster_of, scenario_for
-from .systems import SYSTEMS
+from .harness import Entry, Run
+from .progress import ProgressUI
+from .report import Summary
+from .scenarios import SCENARIOS, scenario_for
+from .scenarios.base import Scenario
+from .systems import SYSTEMS, Entrant, System
 from .systems.common import kind_of
 
+EMBEDDED_HINT = """
+That was the embedded default (SQLite). Compare on a server with
+  python -m benchmarks --dburl postgresql://user@127.0.0.1/test --repeat 3
+  python -m benchmarks --dburl mysql://user@127.0.0.1/test --repeat 3"""
 
-def parser():
+
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m benchmarks",
         description="adb against its peers on published experiments (see docs/benchmarks.md).")
@@ -42,8 +56,8 @@ def parser():
     p.add_argument("--timeout", type=float, default=600, help="seconds per run before it fails")
     p.add_argument("--list", action="store_true", help="list systems and scenarios, then exit")
     for name, scenario in sorted(SCENARIOS.items()):
-        if hasattr(scenario, "add_arguments"):
-            scenario.add_arguments(p.add_argument_group(f"the {name} scenario's options"))
+        if scenario.add_arguments is not None:
+            scenario.add_arguments(p.add_argument_group(_group_title(name)))
     seed = p.add_argument_group("the 2011 benchmark's options")
     seed.add_argument("--db", help="server: postgresql or mysql (with --dbhost etc.)")
     seed.add_argument("--dbname", default="test", help="database name for --db (test)")
@@ -59,7 +73,15 @@ def parser():
     return p
 
 
-def parse(argv):
+def _group_title(name: str) -> str:
+    return f"the {name} scenario's options"
+
+
+def parse(argv: Sequence[str]) -> argparse.Namespace:
+    """The options, checked, with what they imply: ``dburl`` (from the seed's flags
+    too), ``kind``, ``scenario_record``, ``rows`` and ``pool_size`` (the scenario's
+    defaults where not given), the scenario's own ``options``, its ``fields`` and
+    ``variants``, and ``system_names``."""
     p = parser()
     args = p.parse_args(argv)
     if args.db and args.dburl:
@@ -73,35 +95,34 @@ def parse(argv):
         args.dburl = f"{kind}://{auth}@{args.dbhost}/{args.dbname}"
     try:
         args.kind = kind_of(args.dburl) if args.dburl else "sqlite"
-        scenario = args.scenario_module = scenario_for(args.scenario, args.kind)
+        scenario = args.scenario_record = scenario_for(args.scenario, args.kind)
     except ValueError as exc:
         p.error(str(exc))
     if args.rows is None:
-        args.rows = getattr(scenario, "DEFAULT_ROWS", None) or (
-            100_000 if args.dburl else 20_000)
+        args.rows = scenario.default_rows or (100_000 if args.dburl else 20_000)
     if args.pool_size is None:
-        default = getattr(scenario, "DEFAULT_POOL_SIZE", 10)
-        args.pool_size = list(default) if isinstance(default, tuple) else [default]
+        args.pool_size = list(scenario.default_pool_sizes)
     if args.rows < 1 or args.repeat < 1:
         p.error("--rows and --repeat must be positive")
     args.options = {a.dest: getattr(args, a.dest) for a in _scenario_arguments(p, scenario)}
     try:
-        args.fields = fields_of(scenario, args.options)
-        args.variants = variants_of(scenario, args.options)
+        args.fields = scenario.report_fields(args.options)
+        args.variants = scenario.variants(args.options)
     except ValueError as exc:
         p.error(str(exc))
-    args.system_names = selected_systems(p, args, roster_of(scenario))
+    args.system_names = selected_systems(p, args, scenario)
     return args
 
 
-def _scenario_arguments(p, scenario):
+def _scenario_arguments(p: argparse.ArgumentParser, scenario: Scenario) -> list[argparse.Action]:
+    """The options ``scenario`` added to the parser (its argument group's)."""
     for group in p._action_groups:
-        if group.title == f"the {scenario.NAME} scenario's options":
+        if group.title == _group_title(scenario.name):
             return group._group_actions
     return []
 
 
-def pool_sizes(text):
+def pool_sizes(text: str) -> list[int]:
     """``--pool_size``: one size or a comma-separated list of them, each positive."""
     try:
         sizes = [int(part) for part in text.split(",") if part.strip()]
@@ -112,17 +133,12 @@ def pool_sizes(text):
     return sizes
 
 
-def variants_of(scenario, options):
-    """The scenario's variants as (name, options) pairs; one unnamed one if it has none."""
-    return scenario.variants(options) if hasattr(scenario, "variants") else [("", {})]
-
-
-def fields_of(scenario, options):
-    """The scenario's report fields (a tuple, or a function of its options)."""
-    return scenario.fields(options) if hasattr(scenario, "fields") else scenario.FIELDS
-
-
-def selected_systems(p, args, roster):
+def selected_systems(p: argparse.ArgumentParser, args: argparse.Namespace,
+                     scenario: Scenario) -> list[str]:
+    """The systems named by the seed's flags and ``--systems``, checked against the
+    scenario's roster; none named: the scenario's defaults (its whole roster unless
+    it says otherwise)."""
+    roster = scenario.roster
     names = []
     if args.use_adb:
         names.append("adb-tornado")
@@ -136,142 +152,170 @@ def selected_systems(p, args, roster):
     if unknown:
         p.error(f"unknown system(s) {', '.join(unknown)} for --scenario {args.scenario}; "
                 "--list shows them")
-    defaults = getattr(args.scenario_module, "DEFAULT_SYSTEMS", roster)
-    return list(dict.fromkeys(names)) or list(defaults)
+    return list(dict.fromkeys(names)) or list(scenario.default_systems or roster)
 
 
-class ProgressUI:
-    """A tqdm bar per system and round, filled as the run reports progress (the row
-    count as it grows, or a scenario's own steps)."""
-
-    def __init__(self, width, headline):
-        self.width = width
-        self.headline = headline  # the scenario's first field
-
-    def start(self, system, round_, repeat, total):
-        from tqdm import tqdm
-        bar = tqdm(total=total, desc=f"{system:<{self.width}} round {round_}/{repeat}",
-                   leave=True, file=sys.stderr, dynamic_ncols=True)
-        headline = self.headline
-
-        class Bar:
-            def update_to(self, n):
-                bar.update(max(0, min(n, total) - bar.n))
-
-            def finish(self, ok, figures, error):
-                if ok:
-                    bar.update(total - bar.n)
-                    key, label, fmt = headline
-                    rss = figures.get("peak_rss_mb")
-                    bar.set_postfix_str(f"{fmt.format(figures[key])} {label}"
-                                        + (f", {rss:.0f} MB" if rss is not None else ""))
-                else:
-                    bar.set_postfix_str(f"FAILED: {error[:60]}")
-                bar.close()
-        return Bar()
-
-
-def main(argv=None):
-    args = parse(sys.argv[1:] if argv is None else argv)
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """``python -m benchmarks``: parse, list or run, report; 1 if any run failed."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parse(argv)
     if args.list:
-        for name, scenario in SCENARIOS.items():
-            print(f"scenario {name}: {scenario.DESCRIPTION}"
-                  + (" (and on MongoDB: the MongoDB clients of mongo-tasks)"
-                     if name == "sequential" else ""))
-            for system_name, system in roster_of(scenario).items():
-                if roster_of(scenario) is not SYSTEMS or name == "parallel-insert":
-                    print(f"  {system_name:<22} {system.label}; databases: "
-                          f"{', '.join(system.kinds)}" + (f"; {system.note}" if system.note else ""))
+        print_list()
         return 0
-    scenario = args.scenario_module
-    roster = roster_of(scenario)
-    tmpdir = None
-    url = args.dburl
-    if url is None:
-        tmpdir = tempfile.TemporaryDirectory(prefix="adb-bench-")
-        url = f"sqlite:///{tmpdir.name}/bench.db"
-    kind = kind_of(url)
-    matrix, unavailable = plan(scenario, roster, kind, args)
+    with database(args.dburl) as url:
+        outcome = measure(args, url)
+        show(outcome)
+        write_files(args, argv, outcome)
+        if args.dburl is None and args.scenario_record.uses_database:
+            print(EMBEDDED_HINT)
+    return 1 if any(not r.ok for r in outcome.runs) else 0
+
+
+def print_list() -> None:
+    """``--list``: every scenario, and the systems of each roster (the SQL systems
+    once, under parallel-insert)."""
+    for name, scenario in SCENARIOS.items():
+        print(f"scenario {name}: {scenario.description}"
+              + (" (and on MongoDB: the MongoDB clients of mongo-tasks)"
+                 if name == "sequential" else ""))
+        if scenario.roster is not SYSTEMS or name == "parallel-insert":
+            for system_name, system in scenario.roster.items():
+                print(f"  {system_name:<22} {system.label}; databases: "
+                      f"{', '.join(system.kinds)}" + (f"; {system.note}" if system.note else ""))
+
+
+@contextlib.contextmanager
+def database(dburl: Optional[str]) -> Iterator[str]:
+    """``dburl``, or SQLite in a temporary file removed afterwards."""
+    if dburl is not None:
+        yield dburl
+        return
+    with tempfile.TemporaryDirectory(prefix="adb-bench-") as tmpdir:
+        yield f"sqlite:///{tmpdir}/bench.db"
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """What a run of the CLI found: every run, their summary, what could not run,
+    the environment, and the report's table and chart title."""
+
+    scenario: Scenario
+    url: str
+    setting: str
+    started: float
+    runs: list[Run]
+    summary: Summary
+    unavailable: dict[str, str]
+    env: dict[str, Any]
+    text: str
+    title: str
+
+
+def measure(args: argparse.Namespace, url: str) -> Outcome:
+    """Plan the runs, make them (interleaved, each verified), summarise them, and
+    read the environment."""
+    scenario = args.scenario_record
+    matrix, unavailable = plan(scenario, kind_of(url), args)
     started = time.time()
     setting = _setting(scenario, args)
-    print(f"{scenario.NAME} (seed {scenario.SEED}): {setting} on {_describe(url)}", file=sys.stderr)
-    runs = harness.run_matrix(matrix, scenario, url, args.rows, args.repeat, args.timeout,
-                              ProgressUI(max((len(e.name) for e in matrix), default=10),
-                                         args.fields[0]), args.options)
+    print(f"{scenario.name} (seed {scenario.seed}): {setting} on {_describe(url)}", file=sys.stderr)
+    ui = ProgressUI(max((len(e.name) for e in matrix), default=10), args.fields[0])
+    runs = harness.run_matrix(matrix, scenario, url, args.rows, args.repeat, args.timeout, ui,
+                              args.options)
     summary = harness.summarise(runs)
-    env = report.environment(url, kind)
-    if not getattr(scenario, "USES_DATABASE", True):
+    env = environment(scenario, url)
+    text = report.table(summary, unavailable, args.fields, scenario.baselines, scenario.roster)
+    title = f"{scenario.name}, {setting},\n{short_server(env['server'])}, {env['cpu_count']} CPUs"
+    return Outcome(scenario, url, setting, started, runs, summary, unavailable, env, text, title)
+
+
+def environment(scenario: Scenario, url: str) -> dict[str, Any]:
+    """The report's environment, with the scenario's tools and, for a scenario
+    that touches no database, no server."""
+    env = report.environment(url, kind_of(url))
+    if not scenario.uses_database:
         env["server"] = "no database"
-    if hasattr(scenario, "tools"):
+    if scenario.tools is not None:
         env["tools"] = scenario.tools()
-    baselines = getattr(scenario, "BASELINES", ("adbapi", "threads"))
-    text = report.table(summary, unavailable, args.fields, baselines, roster)
+    return env
+
+
+def show(outcome: Outcome) -> None:
+    """The table on stdout, under a line saying what ran where."""
+    env = outcome.env
     print()
-    print(f"{scenario.NAME}: {setting}, {env['server']}, {env['cpu_count']} CPUs, "
+    print(f"{outcome.scenario.name}: {outcome.setting}, {env['server']}, {env['cpu_count']} CPUs, "
           f"Python {env['python']}")
-    print(text)
+    print(outcome.text)
+
+
+def write_files(args: argparse.Namespace, argv: Sequence[str], outcome: Outcome) -> None:
+    """``--json``, ``--plot`` and ``--html``, where asked for."""
+    scenario = outcome.scenario
     if args.json:
         report.write_json(args.json, {
-            "scenario": scenario.NAME, "seed": scenario.SEED, "argv": sys.argv[1:] if argv is None else argv,
-            "target": _describe(url), "rows": args.rows, "pool_size": args.pool_size,
-            "repeat": args.repeat, "options": args.options, "started": started,
-            "environment": env, "summary": summary, "unavailable": unavailable,
-            "runs": [vars(r) for r in runs]})
+            "scenario": scenario.name, "seed": scenario.seed, "argv": argv,
+            "target": _describe(outcome.url), "rows": args.rows, "pool_size": args.pool_size,
+            "repeat": args.repeat, "options": args.options, "started": outcome.started,
+            "environment": outcome.env, "summary": outcome.summary,
+            "unavailable": outcome.unavailable, "runs": [vars(r) for r in outcome.runs]})
         print(f"\nJSON: {args.json}")
-    title = f"{scenario.NAME}, {setting},\n{short_server(env['server'])}, {env['cpu_count']} CPUs"
     if args.plot:
-        if hasattr(scenario, "plot"):
-            scenario.plot(args.plot, summary, title, args.options)
+        if scenario.plot is not None:
+            scenario.plot(args.plot, outcome.summary, outcome.title, args.options)
         else:
-            report.plot(args.plot, summary, title, args.fields)
+            report.plot(args.plot, outcome.summary, outcome.title, args.fields)
         print(f"chart: {args.plot}")
     if args.html:
-        report.html(args.html, title, text, env, summary, args.fields)
+        report.html(args.html, outcome.title, outcome.text, outcome.env, outcome.summary,
+                    args.fields)
         print(f"HTML report: {args.html}")
-    if args.dburl is None and getattr(scenario, "USES_DATABASE", True):
-        print("\nThat was the embedded default (SQLite). Compare on a server with\n"
-              "  python -m benchmarks --dburl postgresql://user@127.0.0.1/test --repeat 3\n"
-              "  python -m benchmarks --dburl mysql://user@127.0.0.1/test --repeat 3")
-    if tmpdir:
-        tmpdir.cleanup()
-    return 1 if any(not r.ok for r in runs) else 0
 
 
-def plan(scenario, roster, kind, args):
+def plan(scenario: Scenario, kind: str,
+         args: argparse.Namespace) -> tuple[list[Entry], dict[str, str]]:
     """The entries to run (``harness.Entry``) and {name: reason} for those that
     cannot run here: the system cannot (a missing module, the wrong server), the
     scenario cannot (a missing tool), or the scenario rules out that system in
     one of its variants."""
-    blocked = scenario.unavailable_reason() if hasattr(scenario, "unavailable_reason") else None
-    matrix, unavailable = [], {}
+    blocked = scenario.unavailable_reason()
+    matrix: list[Entry] = []
+    unavailable: dict[str, str] = {}
     for entry in harness.entries(args.system_names, args.pool_size, args.variants):
-        system = roster[entry.system]
-        reason = blocked or system.unavailable(kind, scenario.NAME)
+        system = scenario.roster[entry.system]
+        reason = blocked or system.unavailable(kind, scenario.name)
         if reason:  # one line for the system, not one per entry
             unavailable.setdefault(entry.system, reason)
-        elif hasattr(scenario, "variant_unavailable") and (
-                reason := scenario.variant_unavailable(system, kind,
-                                                       {**args.options, **entry.options})):
+        elif reason := _variant_unavailable(scenario, system, kind,
+                                            {**args.options, **entry.options}):
             unavailable[entry.name] = reason
         else:
             matrix.append(entry)
     return matrix, unavailable
 
 
-def _setting(scenario, args):
+def _variant_unavailable(scenario: Scenario, system: Entrant, kind: str,
+                         options: Mapping[str, Any]) -> Optional[str]:
+    """Why the scenario rules ``system`` out of a variant; only a SQL system can be
+    (a launched scenario's servers have no variants)."""
+    if not isinstance(system, System):
+        return None
+    return scenario.variant_unavailable(system, kind, dict(options))
+
+
+def _setting(scenario: Scenario, args: argparse.Namespace) -> str:
     """What this run was, in one line: its size, or the scenario's own options."""
-    if hasattr(scenario, "launch"):
+    if scenario.launch is not None:
         return ", ".join(f"{k} {v}" for k, v in args.options.items()) + \
             f", pool {_pools(args)}, {args.repeat} round(s)"
-    return (f"{args.rows:,} {getattr(scenario, 'ROWS_ARE', 'rows')}, pool {_pools(args)}, "
-            f"{args.repeat} round(s)")
+    return f"{args.rows:,} {scenario.rows_are}, pool {_pools(args)}, {args.repeat} round(s)"
 
 
-def _pools(args):
+def _pools(args: argparse.Namespace) -> str:
     return ",".join(map(str, args.pool_size))
 
 
-def short_server(version):
+def short_server(version: str) -> str:
     """'PostgreSQL 15.20', '10.11.19-MariaDB', 'SQLite 3.40.1': enough for a chart title."""
     words = version.split()
     if words and words[0][0].isdigit():  # MariaDB: '10.11.19-MariaDB-0+deb12u1'
@@ -279,5 +323,5 @@ def short_server(version):
     return " ".join(words[:2])
 
 
-def _describe(url):
+def _describe(url: str) -> str:
     return mongo.describe(url) if mongo.is_mongo(url) else parse_url(url).describe()

@@ -6,6 +6,8 @@ database; after it the scenario verifies it, and a wrong result is recorded as
 an error, never as a figure.
 """
 
+from __future__ import annotations
+
 import dataclasses
 import json
 import statistics
@@ -13,8 +15,11 @@ import subprocess
 import sys
 import threading
 import time
+from typing import Optional, Protocol, Sequence
 
-from .scenarios import WrongResult
+from .report import Summary
+from .scenarios.base import Progress, Scenario, Variant, WrongResult
+from .systems.common import Figures, Options
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,10 +31,11 @@ class Entry:
     system: str
     pool_size: int
     variant: str = ""
-    options: dict = dataclasses.field(default_factory=dict, hash=False, compare=False)
+    options: Options = dataclasses.field(default_factory=dict, hash=False, compare=False)
 
 
-def entries(systems, pool_sizes, variants=(("", {}),)):
+def entries(systems: Sequence[str], pool_sizes: Sequence[int],
+            variants: Sequence[Variant] = (("", {}),)) -> list[Entry]:
     """Every system in every variant at every pool size; the pool size is in the
     name only when there is more than one."""
     return [Entry(" ".join(filter(None, [system, variant]))
@@ -43,14 +49,20 @@ class Run:
     system: str          # the entry's name
     round: int
     ok: bool
-    figures: dict = dataclasses.field(default_factory=dict)
+    figures: Figures = dataclasses.field(default_factory=dict)
     error: str = ""
     base: str = ""       # the system itself
     pool_size: int = 0
     variant: str = ""
 
 
-def run_once(system, scenario, url, rows, pool_size, timeout, progress=None, options=None):
+#: what one run gives: ok, its figures, and the error if it failed
+Outcome = tuple[bool, Figures, str]
+
+
+def run_once(system: str, scenario: Scenario, url: str, rows: int, pool_size: int,
+             timeout: float, progress: Optional[Progress] = None,
+             options: Optional[Options] = None) -> Outcome:
     """Prepare, run ``system``, verify. Returns a Run's fields (ok, figures, error).
 
     The run happens in a child process (``benchmarks.child``), unless the scenario
@@ -59,7 +71,7 @@ def run_once(system, scenario, url, rows, pool_size, timeout, progress=None, opt
     """
     options = options or {}
     scenario.prepare(url, rows)
-    if hasattr(scenario, "launch"):
+    if scenario.launch is not None:
         try:
             figures = scenario.launch(system, url, pool_size, options, progress)
         except Exception as exc:  # the server or the load tool failed: an error row
@@ -76,10 +88,11 @@ def run_once(system, scenario, url, rows, pool_size, timeout, progress=None, opt
     return True, figures, ""
 
 
-def _in_child(system, scenario, url, rows, pool_size, timeout, progress, options):
-    request = {"system": system, "scenario": scenario.NAME, "url": url, "rows": rows,
+def _in_child(system: str, scenario: Scenario, url: str, rows: int, pool_size: int,
+              timeout: float, progress: Optional[Progress], options: Options) -> Outcome:
+    request = {"system": system, "scenario": scenario.name, "url": url, "rows": rows,
                "pool_size": pool_size, "options": options}
-    watcher = _Watcher(scenario, url, progress) if progress and scenario.TABLE else None
+    watcher = _Watcher(scenario.table, url, progress) if progress and scenario.table else None
     try:
         proc = subprocess.run([sys.executable, "-m", "benchmarks.child", json.dumps(request)],
                               capture_output=True, text=True, timeout=timeout)
@@ -97,31 +110,46 @@ def _in_child(system, scenario, url, rows, pool_size, timeout, progress, options
 class _Watcher:
     """Polls the row count from the parent so the progress bar moves during a run."""
 
-    def __init__(self, scenario, url, progress, interval=0.5):
+    def __init__(self, table: str, url: str, progress: Progress, interval: float = 0.5) -> None:
         self.progress, self.stopped = progress, threading.Event()
-        self.thread = threading.Thread(target=self.poll, args=(scenario, url, interval),
+        self.thread = threading.Thread(target=self.poll, args=(table, url, interval),
                                        daemon=True)
         self.thread.start()
 
-    def poll(self, scenario, url, interval):
+    def poll(self, table: str, url: str, interval: float) -> None:
         import adb.sync
         try:
             with adb.sync.Database(url, pool_size=1) as db:
                 while not self.stopped.wait(interval):
-                    (count,), = db.runQuery(f"select count(*) from {scenario.TABLE}")
+                    (count,), = db.runQuery(f"select count(*) from {table}")
                     self.progress(count)
         except Exception:  # progress is cosmetic: never let it disturb a run
             pass
 
-    def stop(self):
+    def stop(self) -> None:
         self.stopped.set()
         self.thread.join()
 
 
-def run_matrix(matrix, scenario, url, rows, repeat, timeout, ui, options=None):
+class Bar(Protocol):
+    """One run's progress bar (``benchmarks.progress``)."""
+
+    def update_to(self, n: int) -> None: ...
+
+    def finish(self, ok: bool, figures: Figures, error: str) -> None: ...
+
+
+class UI(Protocol):
+    """What shows the runs as they go: a bar per system and round."""
+
+    def start(self, system: str, round_: int, repeat: int, total: int) -> Bar: ...
+
+
+def run_matrix(matrix: Sequence[Entry], scenario: Scenario, url: str, rows: int, repeat: int,
+               timeout: float, ui: UI, options: Optional[Options] = None) -> list[Run]:
     """Every ``Entry`` of the matrix ``repeat`` times, interleaved; returns [Run]."""
     runs = []
-    total = scenario.progress_total(rows, options) if hasattr(scenario, "progress_total") else rows
+    total = scenario.progress_total(rows, options or {})
     for round_ in range(1, repeat + 1):
         for entry in matrix:
             bar = ui.start(entry.name, round_, repeat, total)
@@ -136,26 +164,28 @@ def run_matrix(matrix, scenario, url, rows, repeat, timeout, ui, options=None):
     return runs
 
 
-def summarise(runs):
+def summarise(runs: Sequence[Run]) -> Summary:
     """{name: {key: {"median", "min", "max"}, "runs": n, "errors": [..]}} for every
     numeric figure the runs reported; a list figure (iibench's report lines) is
     kept from the last successful run."""
-    summary = {}
+    summary: Summary = {}
+    values: dict[str, dict[str, list[float]]] = {}
     for run in runs:
         entry = summary.setdefault(run.system, {
             "system": run.base or run.system, "pool_size": run.pool_size,
-            "variant": run.variant, "runs": 0, "errors": [], "_values": {}})
+            "variant": run.variant, "runs": 0, "errors": []})
+        numbers = values.setdefault(run.system, {})
         entry["runs"] += 1
         if not run.ok:
             entry["errors"].append(run.error)
             continue
         for key, value in run.figures.items():
             if isinstance(value, (int, float)) and not isinstance(value, bool):
-                entry["_values"].setdefault(key, []).append(value)
+                numbers.setdefault(key, []).append(value)
             elif isinstance(value, list):
                 entry[key] = value
-    for entry in summary.values():
-        for key, values in entry.pop("_values").items():
-            entry[key] = {"median": statistics.median(values), "min": min(values),
-                          "max": max(values)}
+    for name, entry in summary.items():
+        for key, figures in values[name].items():
+            entry[key] = {"median": statistics.median(figures), "min": min(figures),
+                          "max": max(figures)}
     return summary

@@ -2,9 +2,12 @@
 (no keep-alive, as seed 002 ran it). Each run is bounded in time; only 127.0.0.1
 is addressed. A tool that is missing says how to get it."""
 
+from __future__ import annotations
+
 import re
 import shutil
 import subprocess
+from typing import Any, Optional
 
 HOW_TO_GET = {
     "wrk": "apt-get install wrk (Debian/Ubuntu; `bash .ci/start-servers` does it as root), "
@@ -18,12 +21,13 @@ class LoadError(Exception):
     """The load tool failed or its output made no sense: the run is an error."""
 
 
-def missing(tool):
+def missing(tool: str) -> Optional[str]:
     """None if ``tool`` is on PATH, else how to get it."""
     return None if shutil.which(tool) else f"{tool} is not on PATH: {HOW_TO_GET[tool]}"
 
 
-def version(tool):
+def version(tool: str) -> Optional[str]:
+    """The first line the tool prints about its version (None if it does not run)."""
     flag = "--version" if tool == "wrk" else "-V"
     try:
         out = subprocess.run([tool, flag], capture_output=True, text=True, timeout=10)
@@ -32,14 +36,14 @@ def version(tool):
     return (out.stdout or out.stderr).strip().splitlines()[0]
 
 
-def wrk(url, connections, seconds, threads=2):
+def wrk(url: str, connections: int, seconds: float, threads: int = 2) -> dict[str, Any]:
     """Requests/s, latency percentiles (ms) and error counts of one wrk run."""
     threads = max(1, min(threads, connections))
     seconds = max(1, round(seconds))  # wrk takes whole seconds
     args = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds}s", "--latency",
             "--timeout", "10s", url]
     out = _run(args, seconds + 30)
-    figures = {"requests_per_s": _number(r"Requests/sec:\s+([\d.]+)", out),
+    figures: dict[str, Any] = {"requests_per_s": _number(r"Requests/sec:\s+([\d.]+)", out),
                "requests": int(_number(r"(\d+) requests in", out)),
                "non_2xx": int(_number(r"Non-2xx or 3xx responses:\s+(\d+)", out, 0)),
                "socket_errors": sum(int(n) for n in re.findall(
@@ -50,7 +54,7 @@ def wrk(url, connections, seconds, threads=2):
     return figures
 
 
-def ab(url, requests, concurrency):
+def ab(url: str, requests: int, concurrency: int) -> dict[str, Any]:
     """Requests/s, latency percentiles (ms) and failures of one ab run (no keep-alive)."""
     out = _run(["ab", "-q", "-n", str(requests), "-c", str(concurrency), url], 120)
     return {"requests_per_s": _number(r"Requests per second:\s+([\d.]+)", out),
@@ -60,7 +64,7 @@ def ab(url, requests, concurrency):
             "p99_ms": _number(r"^\s+99%\s+(\d+)", out)}
 
 
-def _run(args, timeout):
+def _run(args: list[str], timeout: float) -> str:
     try:
         proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -70,14 +74,14 @@ def _run(args, timeout):
     return proc.stdout
 
 
-def _match(pattern, text):
+def _match(pattern: str, text: str) -> tuple[str, ...]:
     found = re.search(pattern, text, re.MULTILINE)
     if found is None:
         raise LoadError(f"no {pattern!r} in the tool's output:\n{text[-500:]}")
     return found.groups()
 
 
-def _number(pattern, text, default=None):
+def _number(pattern: str, text: str, default: Optional[float] = None) -> float:
     found = re.search(pattern, text, re.MULTILINE)
     if found is None:
         if default is not None:
@@ -86,6 +90,6 @@ def _number(pattern, text, default=None):
     return float(found.group(1))
 
 
-def _line(pattern, text):
+def _line(pattern: str, text: str) -> str:
     found = re.search(pattern, text)
     return found.group(0) if found else ""

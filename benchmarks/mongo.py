@@ -6,8 +6,11 @@ The server here is usually the stand-in that ``.ci/start-mongo`` starts (CongoDB
 a MongoDB-wire server in Node), so every figure is labelled with what answered.
 """
 
+from __future__ import annotations
+
 import os
 import pathlib
+from typing import Any, Optional
 from urllib.parse import urlsplit, urlunsplit
 
 SCHEME = "mongodb"
@@ -19,11 +22,11 @@ URL_FILE = pathlib.Path(os.environ.get("ADB_MONGO_STANDIN_DIR")
 DEFAULT_URL = "mongodb://127.0.0.1:27017/test"
 
 
-def is_mongo(url):
+def is_mongo(url: Optional[str]) -> bool:
     return url is not None and url.split("://", 1)[0] in (SCHEME, "mongodb+srv")
 
 
-def default_url():
+def default_url() -> str:
     """``ADB_MONGO_URL``, else the URL ``.ci/start-mongo`` recorded, else 27017."""
     if os.environ.get("ADB_MONGO_URL"):
         return os.environ["ADB_MONGO_URL"]
@@ -33,29 +36,31 @@ def default_url():
         return DEFAULT_URL
 
 
-def describe(url):
+def describe(url: str) -> str:
     """The URL without its password, for reports and errors."""
     parts = urlsplit(url)
     if parts.password is None:
         return url
-    host = parts.hostname + (f":{parts.port}" if parts.port else "")
+    host = (parts.hostname or "") + (f":{parts.port}" if parts.port else "")
     return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
 
 
-def client(url, factory=None, **options):
+def client(url: str, factory: Any = None, **options: Any) -> Any:
     """A client (PyMongo's blocking ``MongoClient`` unless ``factory`` names another:
-    Motor's, ``AsyncMongoClient``) that fails fast when nothing answers."""
+    Motor's, ``AsyncMongoClient``) that fails fast when nothing answers. Any: the
+    clients' classes share no type."""
     if factory is None:
-        from pymongo import MongoClient as factory
+        from pymongo import MongoClient
+        factory = MongoClient
     return factory(url, serverSelectionTimeoutMS=5000, **options)
 
 
-def database(client_, url):
+def database(client_: Any, url: str) -> Any:
     """The URL's database (``test`` if it names none)."""
     return client_.get_database(urlsplit(url).path.lstrip("/") or "test")
 
 
-def server_version(url):
+def server_version(url: str) -> str:
     """What answered: 'MongoDB 7.0.14', or the stand-in by name (CongoDB reports
     version 7.0.0 and gitVersion 'congodb')."""
     try:

@@ -1,20 +1,36 @@
 """Terminal table, JSON file and chart for one benchmark run."""
 
+from __future__ import annotations
+
 import json
 import os
 import platform
 import sys
+import textwrap
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
-from .systems import SYSTEMS
+from .systems import SYSTEMS, Entrant
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+#: ``(key, label, format)`` of a figure the report shows
+Field = tuple[str, str, str]
+#: ``{row name: {"system", "variant", "pool_size", "runs", "errors", and per figure
+#: {"median", "min", "max"}}}``: what ``harness.summarise`` makes of the runs
+Summary = dict[str, dict[str, Any]]
+#: the distributions whose versions the report records (when installed): the
+#: drivers, the frameworks, web servers and their accelerators, the MongoDB clients
+LIBRARIES = ("adb-async", "psycopg2-binary", "PyMySQL", "tornado", "Twisted", "asyncpg", "aiopg",
+             "psycopg", "psycopg-pool", "aiomysql", "txpostgres", "starlette", "uvicorn",
+             "uvloop", "httptools", "pymongo", "motor")
 
 
-def environment(url, kind):
+def environment(url: str, kind: str) -> dict[str, Any]:
     """Versions of Python, libraries and the server, and the machine."""
     from importlib import metadata
     libs = {}
-    for dist in ("adb-async", "psycopg2-binary", "PyMySQL", "tornado", "Twisted", "asyncpg",
-                 "aiopg", "psycopg", "psycopg-pool", "aiomysql", "txpostgres", "uvloop",
-                 "pymongo", "motor"):
+    for dist in LIBRARIES:
         try:
             libs[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
@@ -31,21 +47,26 @@ def environment(url, kind):
     }
 
 
-def server_version(url, kind):
+def server_version(url: str, kind: str) -> str:
+    """What answers ``url``: 'PostgreSQL 15.20 on ...', 'SQLite 3.40.1', the
+    MongoDB server or its stand-in; 'unknown (...)' if it does not answer."""
     import adb.sync
+
     from . import mongo
     if kind == mongo.SCHEME:
         return mongo.server_version(url)
     try:
         with adb.sync.Database(url, pool_size=1) as db:
             if kind == "sqlite":
-                return "SQLite " + db.runQuery("select sqlite_version()")[0][0]
-            return db.runQuery("select version()")[0][0]
+                return "SQLite " + str(db.runQuery("select sqlite_version()")[0][0])
+            return str(db.runQuery("select version()")[0][0])
     except Exception as exc:  # reported, not fatal: the runs will say more
         return f"unknown ({type(exc).__name__})"
 
 
-def table(summary, unavailable, fields, baselines=("adbapi", "threads"), roster=SYSTEMS):
+def table(summary: Summary, unavailable: Mapping[str, str], fields: Sequence[Field],
+          baselines: Sequence[str] = ("adbapi", "threads"),
+          roster: Mapping[str, Entrant] = SYSTEMS) -> str:
     """One line per report row (a system, or a system in a variant at a pool size):
     the scenario's ``fields`` (the first as median (min-max), the rest as medians),
     then the headline's ratio to each baseline system in the same variant and pool
@@ -81,7 +102,8 @@ def table(summary, unavailable, fields, baselines=("adbapi", "threads"), roster=
     return "\n".join(lines + [""] + legend)
 
 
-def _baseline(summary, entry, system, key):
+def _baseline(summary: Summary, entry: Mapping[str, Any], system: str,
+              key: str) -> Optional[float]:
     """The median of ``key`` for ``system`` in the same variant and pool size as
     ``entry``, or None."""
     for other in summary.values():
@@ -91,16 +113,16 @@ def _baseline(summary, entry, system, key):
     return None
 
 
-def _ratio(value, base):
+def _ratio(value: float, base: Optional[float]) -> str:
     return f"{value / base:.2f}x" if base else "-"
 
 
-def write_json(path, document):
+def write_json(path: str, document: Mapping[str, Any]) -> None:
     with open(path, "w") as f:
         json.dump(document, f, indent=2, default=str)
 
 
-def plot(path, summary, title, fields):
+def plot(path: str, summary: Summary, title: str, fields: Sequence[Field]) -> None:
     """Bar chart of the headline field (median, min-max whiskers) and peak RSS per system."""
     import matplotlib
     matplotlib.use("Agg")
@@ -124,13 +146,11 @@ def plot(path, summary, title, fields):
     ax2.set_yticks(list(y), [""] * len(names))
     ax2.invert_yaxis()
     ax2.set_xlabel("peak RSS, MB (median)")
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    save(fig, path, title)
 
 
-def html(path, title, text_table, env, summary, fields):
+def html(path: str, title: str, text_table: str, env: Mapping[str, Any], summary: Summary,
+         fields: Sequence[Field]) -> None:
     """A single self-contained page: the table, the chart (inline SVG) and the environment."""
     import html as escape
     import io
@@ -160,7 +180,12 @@ def html(path, title, text_table, env, summary, fields):
         f.write(page)
 
 
-def line_chart(path, title, lines, xlabel, ylabel, log_base=10):
+#: a line of ``line_chart``: (x, {"median", "min", "max"}) points
+Points = list[tuple[int, Mapping[str, float]]]
+
+
+def line_chart(path: str, title: str, lines: Mapping[str, Points], xlabel: str, ylabel: str,
+               log_base: int = 10) -> None:
     """One line per label through ``lines[label] = [(x, {"median", "min", "max"})]``,
     min-max bars, a log x axis ticked at the xs: web's requests/s against
     connections, bigdata's records/s against pool size."""
@@ -182,7 +207,19 @@ def line_chart(path, title, lines, xlabel, ylabel, log_base=10):
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.legend(fontsize=8)
-    fig.suptitle(title, fontsize=10)
+    save(fig, path, title)
+
+
+def save(fig: Figure, path: str, title: str, fontsize: float = 10) -> None:
+    """Title ``fig`` over its whole width, lay it out, write it to ``path`` (.png
+    or .svg) and close it. Each line of the title is wrapped to the figure's width
+    (a 10-point character is about a twelfth of an inch), so that a long one (a
+    run's options, a server's version) is not cut off at the edges; the layout
+    then makes room for every line."""
+    import matplotlib.pyplot as plt
+    width = max(20, int(fig.get_figwidth() * 72 / (0.6 * fontsize)))
+    lines = [part for line in title.splitlines() for part in textwrap.wrap(line, width) or [""]]
+    fig.suptitle("\n".join(lines), fontsize=fontsize)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

@@ -8,23 +8,58 @@ Two endpoints, as TechEmpower defines them:
   asks for row N, so the harness can check sampled answers.
 
 Tornado and Starlette serve from an asyncio loop (Tornado's IOLoop is one); Twisted
-Web from a reactor. An app never knows which system answers its queries.
+Web from a reactor. An app never knows which system answers its queries: it gets
+them from ``open_calls``, in the server process (``benchmarks.webserver``).
 """
 
+from __future__ import annotations
+
+import contextlib
 import json
 import os
 import random
+from typing import TYPE_CHECKING, Any, AsyncIterator, Optional, TypedDict
+
+from .sql import placeholder
+from .systems import SYSTEMS
+from .systems.common import Calls, RunSpec
+from .worlds import AsyncioWorld, World, awaited
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+    from tornado.web import Application
+    from twisted.web.server import Site
 
 WORLD_ROWS = 10_000
 HELLO = b"Hello, World!"
 
 
-def world_query(paramstyle):
-    mark = "?" if paramstyle == "qmark" else "%s"
-    return f"select id, randomnumber from world where id = {mark}"
+class ServerConfig(TypedDict):
+    """What a server process is told, as JSON (``benchmarks.webroster`` writes it)."""
+
+    framework: str  # tornado, starlette, twisted-web
+    system: Optional[str]  # a name in benchmarks.systems.SYSTEMS; None: /plaintext only
+    url: str
+    pool_size: int
+    port: int
+    processes: int
 
 
-def pick_id(asked):
+@contextlib.asynccontextmanager
+async def open_calls(config: ServerConfig, place: Optional[World] = None) -> AsyncIterator[Calls]:
+    """The Calls of ``config["system"]`` in this process (asyncio unless ``place``)."""
+    system = SYSTEMS[config["system"] or ""]
+    spec = RunSpec("web", config["url"], 0, config["pool_size"])
+    async with system.open(spec, place or AsyncioWorld(), None) as calls:
+        assert isinstance(calls, Calls), f"{system.name} is not a SQL system"
+        yield calls
+
+
+def world_query(paramstyle: str) -> str:
+    return f"select id, randomnumber from world where id = {placeholder(paramstyle)}"
+
+
+def pick_id(asked: Optional[str]) -> int:
     """The id a request asks for (``?id=N``), else a random one; ValueError if bad."""
     if asked is None:
         return random.randint(1, WORLD_ROWS)
@@ -34,24 +69,35 @@ def pick_id(asked):
     return value
 
 
-def world_body(rows):
+def world_body(rows: Any) -> bytes:
     (row_id, number), = rows
     return json.dumps({"id": row_id, "randomNumber": number}).encode()
 
 
 # -- Tornado -------------------------------------------------------------------------
 
-def tornado_app(calls):
+def tornado_app(calls: Optional[Calls]) -> Application:
     """A Tornado Application; ``calls`` None serves /plaintext only."""
     from tornado import web
 
     class Plaintext(web.RequestHandler):
-        def get(self):
+        def get(self) -> None:
             self.set_header("Content-Type", "text/plain")
             self.write(HELLO)
 
+    handlers: list[tuple[str, type[web.RequestHandler]]] = [(r"/plaintext", Plaintext)]
+    if calls is not None:
+        handlers.append((r"/db", _tornado_single_query(calls)))
+    return web.Application(handlers, log_function=lambda handler: None)
+
+
+def _tornado_single_query(calls: Calls) -> Any:
+    """The ``/db`` handler class over ``calls``."""
+    from tornado import web
+    sql = world_query(calls.paramstyle)
+
     class SingleQuery(web.RequestHandler):
-        async def get(self):
+        async def get(self) -> None:
             try:
                 row_id = pick_id(self.get_query_argument("id", None))
             except ValueError as exc:
@@ -59,42 +105,35 @@ def tornado_app(calls):
             rows = await calls.query(sql, (row_id,))
             self.set_header("Content-Type", "application/json")
             self.write(world_body(rows))
-
-    handlers = [(r"/plaintext", Plaintext)]
-    if calls is not None:
-        sql = world_query(calls.paramstyle)
-        handlers.append((r"/db", SingleQuery))
-    return web.Application(handlers, log_function=lambda handler: None)
+    return SingleQuery
 
 
 # -- Starlette (run by uvicorn, which imports it by name in every worker) --------------
 
-def starlette_app():
+def starlette_app() -> Starlette:
     """The Starlette app for the server described by ``$ADB_WEB_SERVER`` (JSON):
     its lifespan opens the system's Calls in the worker, after uvicorn's fork."""
-    import contextlib
-
     from starlette.applications import Starlette
+    from starlette.requests import Request
     from starlette.responses import JSONResponse, PlainTextResponse, Response
     from starlette.routing import Route
 
-    from .webserver import open_system
-    config = json.loads(os.environ["ADB_WEB_SERVER"])
-    state = {}
+    config: ServerConfig = json.loads(os.environ["ADB_WEB_SERVER"])
+    state: dict[str, Any] = {}
 
     @contextlib.asynccontextmanager
-    async def lifespan(app):
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
         if config.get("system") is None:
             yield
             return
-        async with open_system(config) as calls:
+        async with open_calls(config) as calls:
             state["calls"], state["sql"] = calls, world_query(calls.paramstyle)
             yield
 
-    async def plaintext(request):
+    async def plaintext(request: Request) -> Response:
         return PlainTextResponse(HELLO)
 
-    async def single_query(request):
+    async def single_query(request: Request) -> Response:
         try:
             row_id = pick_id(request.query_params.get("id"))
         except ValueError as exc:
@@ -109,49 +148,52 @@ def starlette_app():
 
 # -- Twisted Web ------------------------------------------------------------------------
 
-def twisted_site(calls):
-    from twisted.internet import defer
+def twisted_site(calls: Optional[Calls]) -> Site:
+    """A Twisted Web site; ``calls`` None serves /plaintext only."""
     from twisted.web import resource, server
-
-    sql = world_query(calls.paramstyle) if calls is not None else None
 
     class Plaintext(resource.Resource):
         isLeaf = True
 
-        def render_GET(self, request):
+        def render_GET(self, request: Any) -> bytes:
             request.setHeader(b"content-type", b"text/plain")
             return HELLO
+
+    root = resource.Resource()
+    plaintext: Any = Plaintext()  # an IResource: zope's declaration, which mypy cannot see
+    root.putChild(b"plaintext", plaintext)
+    if calls is not None:
+        root.putChild(b"db", _twisted_single_query(calls))
+    return server.Site(root)
+
+
+def _twisted_single_query(calls: Calls) -> Any:
+    """The ``/db`` resource over ``calls``: answers when the query's Deferred fires."""
+    from twisted.internet import defer
+    from twisted.web import resource, server
+    sql = world_query(calls.paramstyle)
 
     class SingleQuery(resource.Resource):
         isLeaf = True
 
-        def render_GET(self, request):
+        def render_GET(self, request: Any) -> Any:
             asked = request.args.get(b"id", [None])[0]
             try:
                 row_id = pick_id(asked.decode() if asked is not None else None)
             except ValueError as exc:
                 request.setResponseCode(400)
                 return str(exc).encode()
-            d = defer.ensureDeferred(_awaited(calls.query(sql, (row_id,))))
+            d = defer.ensureDeferred(awaited(calls.query(sql, (row_id,))))
 
-            def answer(rows):
+            def answer(rows: Any) -> None:
                 request.setHeader(b"content-type", b"application/json")
                 request.write(world_body(rows))
                 request.finish()
 
-            def failed(failure):
+            def failed(failure: Any) -> None:
                 request.setResponseCode(500)
                 request.write(failure.getErrorMessage().encode())
                 request.finish()
             d.addCallbacks(answer, failed)
             return server.NOT_DONE_YET
-
-    root = resource.Resource()
-    root.putChild(b"plaintext", Plaintext())
-    if calls is not None:
-        root.putChild(b"db", SingleQuery())
-    return server.Site(root)
-
-
-async def _awaited(value):
-    return await value
+    return SingleQuery()

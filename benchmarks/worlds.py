@@ -14,30 +14,39 @@ lets the world run what is ready (the spawned call's first step), and
 ``start_thread(target)`` runs a producer in a real OS thread.
 """
 
+from __future__ import annotations
+
 import asyncio
 import queue
 import threading
+from typing import (Any, Awaitable, Callable, Coroutine, Generator, Generic, Iterable, Optional,
+                    Protocol, TypeVar, cast)
+
+T = TypeVar("T")
+Item = TypeVar("Item")
+#: a scenario's ``main``: what ``World.run`` runs
+Main = Callable[[], Coroutine[Any, Any, T]]
 
 
-class Done:
+class Done(Generic[T]):
     """An awaitable that is already settled: what a blocking call gives a scenario."""
 
     __slots__ = ("value",)
 
-    def __init__(self, value):
+    def __init__(self, value: T) -> None:
         self.value = value
 
-    def __await__(self):
+    def __await__(self) -> Generator[Any, None, T]:
         return self.value
         yield  # makes this a generator: it returns the value without suspending
 
 
-def drive(coroutine):
+def drive(coroutine: Coroutine[Any, Any, T]) -> T:
     """Run a coroutine whose every await is already settled (the blocking world)."""
     try:
         coroutine.send(None)
     except StopIteration as stop:
-        return stop.value
+        return cast(T, stop.value)
     coroutine.close()
     raise RuntimeError("a blocking-world scenario awaited something that was not settled")
 
@@ -48,54 +57,75 @@ class Channel:
     channel is full; ``get`` is awaited in the world. ``deliver(item)`` is the
     world's thread-safe way to hand one item over; ``receive()`` awaits one."""
 
-    def __init__(self, capacity, deliver, receive):
+    def __init__(self, capacity: Optional[int], deliver: Callable[[Any], object],
+                 receive: Callable[[], Awaitable[Any]]) -> None:
         self.slots = threading.Semaphore(capacity) if capacity else None
         self._deliver, self._receive = deliver, receive
 
-    def put(self, item):
+    def put(self, item: Any) -> None:
         if self.slots is not None:
             self.slots.acquire()
         self._deliver(item)
 
-    async def get(self):
+    async def get(self) -> Any:
         item = await self._receive()
         if self.slots is not None:
             self.slots.release()
         return item
 
 
-def start_thread(target, *args):
+def start_thread(target: Callable[..., object], *args: Any) -> object:
     """Run ``target(*args)`` in a daemon OS thread (a producer feeding a channel)."""
     thread = threading.Thread(target=target, args=args, daemon=True)
     thread.start()
     return thread
 
 
+class World(Protocol):
+    """What every world gives a scenario (the module's docstring says what each does)."""
+
+    name: str
+
+    def run(self, main: Main[T]) -> T: ...
+
+    def map(self, fn: Callable[[Item], Awaitable[T]],
+            items: Iterable[Item]) -> Awaitable[list[T]]: ...
+
+    def spawn(self, awaitable: Awaitable[T]) -> Awaitable[T]: ...
+
+    def pause(self) -> Awaitable[None]: ...
+
+    def channel(self, capacity: Optional[int] = None) -> Channel: ...
+
+    def start_thread(self, target: Callable[..., object], *args: Any) -> object: ...
+
+
 class AsyncioWorld:
+    """An asyncio loop: ``map`` is one gather over every call at once."""
+
     name = "asyncio"
-    has_loop = True
     start_thread = staticmethod(start_thread)
 
-    def run(self, main):
+    def run(self, main: Main[T]) -> T:
         return asyncio.run(main())
 
     @staticmethod
-    def map(fn, items):
+    def map(fn: Callable[[Item], Awaitable[T]], items: Iterable[Item]) -> Awaitable[list[T]]:
         return asyncio.gather(*(fn(item) for item in items))
 
     @staticmethod
-    def spawn(awaitable):
+    def spawn(awaitable: Awaitable[T]) -> Awaitable[T]:
         return asyncio.ensure_future(awaitable)
 
     @staticmethod
-    def pause():
+    def pause() -> Awaitable[None]:
         """Let the loop run what is ready (a spawned call's first step) before
         the caller goes on computing."""
         return asyncio.sleep(0)
 
     @staticmethod
-    def channel(capacity=None):
-        loop, inbox = asyncio.get_running_loop(), asyncio.Queue()
+    def channel(capacity: Optional[int] = None) -> Channel:
+        loop, inbox = asyncio.get_running_loop(), asyncio.Queue[Any]()
         return Channel(capacity, lambda item: loop.call_soon_threadsafe(inbox.put_nowait, item),
                        inbox.get)
 
@@ -105,34 +135,34 @@ class TornadoWorld(AsyncioWorld):
 
     name = "tornado"
 
-    def run(self, main):
+    def run(self, main: Main[T]) -> T:
         from tornado.ioloop import IOLoop
-        return IOLoop.current().run_sync(main)
+        return cast(T, IOLoop.current().run_sync(main))
 
     @staticmethod
-    def map(fn, items):
+    def map(fn: Callable[[Item], Awaitable[T]], items: Iterable[Item]) -> Awaitable[list[T]]:
         from tornado import gen
-        return gen.multi([fn(item) for item in items])
+        return cast("Awaitable[list[T]]", gen.multi([fn(item) for item in items]))
 
 
 class TwistedWorld:
     """A Twisted reactor, the default one or asyncio's; once per process (the
     harness runs each system in a fresh one)."""
 
-    has_loop = True
     start_thread = staticmethod(start_thread)
 
-    def __init__(self, reactor="default"):
+    def __init__(self, reactor: str = "default") -> None:
         self.name = "twisted" if reactor == "default" else f"twisted-{reactor}"
         self.reactor = reactor
 
-    def run(self, main):
+    def run(self, main: Main[T]) -> T:
         if self.reactor == "asyncio":
             install_asyncio_reactor()
-        from twisted.internet import defer, reactor
-        result = {}
+        from twisted.internet import defer
+        reactor = the_reactor()
+        result: dict[str, Any] = {}
 
-        def start():
+        def start() -> None:
             d = defer.ensureDeferred(main())
             d.addCallbacks(lambda value: result.update(value=value),
                            lambda failure: result.update(error=failure))
@@ -141,28 +171,28 @@ class TwistedWorld:
         reactor.run()
         if "error" in result:
             result["error"].raiseException()
-        return result["value"]
+        return cast(T, result["value"])
 
     @staticmethod
-    def map(fn, items):
+    def map(fn: Callable[[Item], Awaitable[T]], items: Iterable[Item]) -> Awaitable[list[T]]:
         from twisted.internet import defer
-        return defer.gatherResults([defer.ensureDeferred(fn(item)) for item in items],
+        return defer.gatherResults([defer.ensureDeferred(awaited(fn(item))) for item in items],
                                    consumeErrors=True)
 
     @staticmethod
-    def spawn(awaitable):
+    def spawn(awaitable: Awaitable[T]) -> Awaitable[T]:
         from twisted.internet import defer
-        return defer.ensureDeferred(awaitable)
+        return defer.ensureDeferred(awaited(awaitable))
 
     @staticmethod
-    def pause():
-        from twisted.internet import reactor, task
-        return task.deferLater(reactor, 0, lambda: None)
+    def pause() -> Awaitable[None]:
+        from twisted.internet import task
+        return task.deferLater(the_reactor(), 0, lambda: None)
 
     @staticmethod
-    def channel(capacity=None):
-        from twisted.internet import defer, reactor
-        inbox = defer.DeferredQueue()
+    def channel(capacity: Optional[int] = None) -> Channel:
+        from twisted.internet import defer
+        reactor, inbox = the_reactor(), defer.DeferredQueue[Any]()
         return Channel(capacity, lambda item: reactor.callFromThread(inbox.put, item), inbox.get)
 
 
@@ -170,38 +200,39 @@ class BlockingWorld:
     """Plain threads: ``map`` runs the calls from ``threads`` caller threads."""
 
     name = "blocking"
-    has_loop = False
     start_thread = staticmethod(start_thread)
 
-    def __init__(self, threads):
+    def __init__(self, threads: int) -> None:
         self.threads = threads
 
     @staticmethod
-    def spawn(awaitable):
+    def spawn(awaitable: Awaitable[T]) -> Awaitable[T]:
         """Nothing to overlap with: a blocking call has finished when it returns."""
         return awaitable
 
     @staticmethod
-    def pause():
+    def pause() -> Awaitable[None]:
         return Done(None)
 
     @staticmethod
-    def channel(capacity=None):
-        inbox = queue.Queue()
+    def channel(capacity: Optional[int] = None) -> Channel:
+        inbox = queue.Queue[Any]()
         return Channel(capacity, inbox.put, lambda: Done(inbox.get()))
 
-    def run(self, main):
+    def run(self, main: Main[T]) -> T:
         return drive(main())
 
-    def map(self, fn, items):
-        jobs = queue.SimpleQueue()
-        items = list(items)
-        for index, item in enumerate(items):
+    def map(self, fn: Callable[[Item], Awaitable[T]], items: Iterable[Item]) -> Awaitable[list[T]]:
+        """Every item's call from ``threads`` caller threads taking the items in
+        turn; the first error, if any, raised once they have all stopped."""
+        jobs = queue.SimpleQueue[tuple[int, Item]]()
+        todo = list(items)
+        for index, item in enumerate(todo):
             jobs.put((index, item))
-        results = [None] * len(items)
-        errors = []
+        results: list[Any] = [None] * len(todo)
+        errors: list[BaseException] = []
 
-        def caller():
+        def caller() -> None:
             try:
                 while True:
                     try:
@@ -211,7 +242,7 @@ class BlockingWorld:
                     results[index] = _finished(fn(item))
             except BaseException as exc:  # re-raised after the join
                 errors.append(exc)
-        callers = [threading.Thread(target=caller) for _ in range(min(self.threads, len(items)))]
+        callers = [threading.Thread(target=caller) for _ in range(min(self.threads, len(todo)))]
         for thread in callers:
             thread.start()
         for thread in callers:
@@ -230,7 +261,7 @@ class GeventWorld(BlockingWorld):
     name = "gevent"
 
     @staticmethod
-    def channel(capacity=None):
+    def channel(capacity: Optional[int] = None) -> Channel:
         """Fed from a real OS thread: items cross into the hub's loop thread-safely;
         unbounded (a gevent semaphore cannot be waited on from an OS thread)."""
         import gevent
@@ -242,13 +273,13 @@ class GeventWorld(BlockingWorld):
                        lambda: Done(inbox.get()))
 
     @staticmethod
-    def start_thread(target, *args):
+    def start_thread(target: Callable[..., object], *args: Any) -> object:
         """A real thread from gevent's pool: ``threading`` is patched to greenlets."""
         import gevent
         return gevent.get_hub().threadpool.spawn(target, *args)
 
     @staticmethod
-    def patch(driver):
+    def patch(driver: str) -> None:
         """Make the stdlib and the driver cooperative; first thing in the process."""
         from gevent import monkey
         monkey.patch_all()
@@ -257,22 +288,34 @@ class GeventWorld(BlockingWorld):
             patch_psycopg()
 
 
-def _finished(value):
-    return drive(value) if asyncio.iscoroutine(value) else _settled(value)
+def _finished(value: Awaitable[T]) -> T:
+    """What a blocking world's call gave: a coroutine driven to its end, or a
+    ``Done``'s value."""
+    if asyncio.iscoroutine(value):
+        return cast(T, drive(value))
+    return cast(T, value.value if isinstance(value, Done) else value)
 
 
-def _settled(value):
-    return value.value if isinstance(value, Done) else value
+async def awaited(awaitable: Awaitable[T]) -> T:
+    """``awaitable`` as a coroutine: what Twisted's ``ensureDeferred`` takes."""
+    return await awaitable
 
 
-def install_asyncio_reactor():
+def the_reactor() -> Any:
+    """Twisted's global reactor: Any, because which one (default or asyncio's) is
+    installed at run time, and the module attribute is typed as a bare module."""
+    from twisted.internet import reactor
+    return reactor
+
+
+def install_asyncio_reactor() -> None:
     from twisted.internet import asyncioreactor
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     asyncioreactor.install(loop)
 
 
-def world(name, threads):
+def world(name: str, threads: int) -> World:
     """The world called ``name`` (``asyncio``, ``tornado``, ``twisted``,
     ``twisted-asyncio``, ``blocking``, ``gevent``); ``threads`` is the blocking
     world's callers (greenlets in gevent's)."""

@@ -1,5 +1,6 @@
 """The benchmark harness: options, verification, JSON, and a tiny run of every system."""
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -10,8 +11,8 @@ import pytest
 
 import adb.sync
 from benchmarks import cli, harness
-from benchmarks.scenarios import WrongResult
 from benchmarks.scenarios import parallel_insert as pi
+from benchmarks.scenarios.base import WrongResult
 from benchmarks.systems import SYSTEMS, System
 
 from .conftest import IN_CI, URLS, require_server
@@ -52,10 +53,12 @@ def test_bad_options_are_refused(argv, message, capsys):
 
 def test_unavailable_systems_say_why():
     assert SYSTEMS["asyncpg"].unavailable("mysql") == "does not talk to mysql"
-    fake = System("x", "x", ("sqlite",), "m:f", requires=("no_such_module_here",))
-    assert "no_such_module_here is not installed" in fake.unavailable("sqlite")
-    fake = System("x", "x", ("sqlite",), "m:f", programs=("no-such-program",))
+    opener = SYSTEMS["threads"].opener
+    fake = System("x", "x", ("sqlite",), opener, requires=("no_such_module_here",))
+    assert "no_such_module_here is not installed" in (fake.unavailable("sqlite") or "")
+    fake = System("x", "x", ("sqlite",), opener, programs=("no-such-program",))
     assert fake.unavailable("sqlite") == "no-such-program is not on PATH"
+    assert System("x", "x", ("sqlite",)).unavailable("sqlite") == "has no parallel-insert runner"
 
 
 def test_verification_catches_wrong_count_and_wrong_data(tmp_path):
@@ -75,15 +78,11 @@ def test_verification_catches_wrong_count_and_wrong_data(tmp_path):
 
 
 def test_a_wrong_result_is_an_error_not_a_figure(tmp_path):
-    class Expects_one_more:
-        NAME, TABLE = pi.NAME, pi.TABLE
-        prepare = staticmethod(pi.prepare)
-
-        @staticmethod
-        def verify(url, rows, figures=None):
-            pi.verify(url, rows + 1, figures)
+    def expects_one_more(url, rows, figures=None):
+        pi.verify(url, rows + 1, figures)
+    scenario = dataclasses.replace(pi.SCENARIO, verify=expects_one_more)
     url = f"sqlite:///{tmp_path}/w.db"
-    ok, figures, error = harness.run_once("adb-asyncio", Expects_one_more, url, 50, 2, 60)
+    ok, figures, error = harness.run_once("adb-asyncio", scenario, url, 50, 2, 60)
     assert not ok and error == "wrong result: 50 calls reported success, not 51"
     runs = [harness.Run("a", 1, False, figures, error), harness.Run("a", 2, True, figures)]
     summary = harness.summarise(runs)
@@ -238,6 +237,9 @@ def test_web_scenario_loads_every_server_and_checks_its_answers(kind, tmp_path):
             assert entry[f"rps_c{c}"]["median"] > 0 and entry[f"p99_ms_c{c}"]["median"] > 0
         assert entry["sampled_ok"]["median"] == 2 * web.SAMPLES
     assert document["environment"]["tools"]["wrk"].startswith("wrk")
+    used = {"tornado", "Twisted", "starlette", "uvicorn"} | (
+        {"asyncpg"} if kind == "postgresql" else {"aiomysql"})
+    assert used <= set(document["environment"]["libraries"])  # every framework and server
     assert document["options"] == {"duration": 1, "connections": "4,16",
                                    "processes": os.cpu_count() or 1}
     assert chart.read_text().startswith("<?xml")
@@ -252,10 +254,12 @@ def test_web_hello_runs_the_seed_experiment_with_ab(tmp_path):
     for entry in document["summary"].values():
         assert entry["requests_per_s"]["median"] > 0 and entry["errors"] == []
     assert document["summary"]["tornado xN"]["processes"]["median"] == (os.cpu_count() or 1)
+    assert document["environment"]["tools"]["ab"].startswith("This is ApacheBench")
+    assert {"tornado", "starlette", "uvicorn"} <= set(document["environment"]["libraries"])
 
 
 def test_a_server_that_answers_wrong_is_an_error(tmp_path):
-    from benchmarks.scenarios import WrongResult, web
+    from benchmarks.scenarios import web
     with pytest.raises(WrongResult, match="failed responses"):
         web.verify("", 0, {"non_2xx_c16": 3, "sampled_ok": 50, "sampled_bad": 0})
     with pytest.raises(WrongResult, match="1 of 50 sampled"):

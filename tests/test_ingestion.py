@@ -10,7 +10,8 @@ import pytest
 
 import adb.sync
 from benchmarks import census, cli
-from benchmarks.scenarios import WrongResult, bigdata, iibench
+from benchmarks.scenarios import bigdata, iibench
+from benchmarks.scenarios.base import WrongResult
 
 from .conftest import IN_CI, URLS, require_server
 

@@ -12,7 +12,8 @@ import time
 import pytest
 
 from benchmarks import cli, mongo
-from benchmarks.scenarios import WrongResult, mongo_tasks, sequential_mongo
+from benchmarks.scenarios import mongo_tasks, sequential_mongo
+from benchmarks.scenarios.base import WrongResult
 from benchmarks.systems import MONGO_SYSTEMS, SYSTEMS
 from benchmarks.systems.mongo_clients import BatchedRunner
 
@@ -92,7 +93,7 @@ def test_the_server_is_named_in_the_report(mongo_url):
 
 def test_scenarios_and_urls_must_match():
     args = cli.parse(["--scenario", "sequential", "--dburl", "mongodb://u:secret@db.example/x"])
-    assert args.scenario_module is sequential_mongo and args.rows == 1_000
+    assert args.scenario_record is sequential_mongo.SCENARIO and args.rows == 1_000
     assert args.system_names == list(MONGO_SYSTEMS)
     assert cli._describe("mongodb://u:secret@db.example:27017/x") == \
         "mongodb://u:***@db.example:27017/x"

@@ -16,30 +16,25 @@ Facts from bigdata's ``model.py``, ``util.py`` and ``suites/`` (elprans/bigdata
 at fc3f03f, 2015).
 """
 
+from __future__ import annotations
+
+import argparse
+import functools
 import time
+from typing import Awaitable, Callable, Optional, Union
 
 import adb.sync
 
 from .. import census
+from ..report import Points, Summary, line_chart
+from ..sql import placeholder
+from ..systems import MANY, TRANSACTION, System
+from ..systems.common import Calls, Figures, Options, RunSpec, TxCalls
+from .base import Scenario, WrongResult
 
-NAME = "bigdata"
-SEED = "004"
-DESCRIPTION = ("bigdata: census lines ingested row by row, geo records then 222 data "
-               "elements per line, across pool sizes (seed 004)")
 TABLE = "data_element"
-MIN_CONNECTIONS = None
-DEFAULT_ROWS = 1_000  # census lines: 1,000 geo records and 222,000 data elements
-ROWS_ARE = "census lines"  # what --rows counts here
-DEFAULT_POOL_SIZE = 15
 DEFAULT_SYSTEMS = ("threads", "dbutils", "gevent", "asyncpg", "aiopg", "aiomysql",
                    "adb-asyncio", "adb-tornado", "adb-sync", "adb-twisted")
-BASELINES = ("threads",)
-FIELDS = (("records_per_s", "records/s", "{:,.0f}"),
-          ("geo_per_s", "geo r/s", "{:,.0f}"),
-          ("filling_per_s", "filling r/s", "{:,.0f}"),
-          ("drained_per_s", "drained r/s", "{:,.0f}"),
-          ("peak_rss_mb", "peak RSS MB", "{:.0f}"),
-          ("cpu_us_per_row", "CPU us/line", "{:.0f}"))
 GEO_INSERT = ("insert into geo_record (fileid, stusab, chariter, cifsn, logrecno) "
               "values ({m}, {m}, {m}, {m}, {m})")
 GEO_LOOKUP = "select id from geo_record where fileid = {m} and logrecno = {m}"
@@ -50,7 +45,7 @@ DATA_INSERT = ("insert into data_element (geo_record_id, dictionary_item_id, val
                "values ({m}, {m}, {m})")
 
 
-def add_arguments(group):
+def add_arguments(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--census", metavar="FILE",
                        help="bigdata: a real SF1 segment-01 file (.zip or text) instead of "
                             "generated lines; --rows of its lines are used")
@@ -61,20 +56,14 @@ def add_arguments(group):
                        help="bigdata: a line's 222 inserts as one executemany")
 
 
-def variant_unavailable(system, kind, options):
-    opener = system.opener.rsplit(":", 1)[-1]
-    if options.get("no_autocommit") and opener not in _UNITS:
+def variant_unavailable(system: System, kind: str, options: Options) -> Optional[str]:
+    if options.get("no_autocommit") and TRANSACTION not in system.optional_calls:
         return "--no-autocommit needs a transaction on one connection, which this system's " \
                "calls do not give here (the original had the switch for threads only)"
-    if options.get("executemany") and opener not in _MANY:
+    if options.get("executemany") and MANY not in system.optional_calls:
         return "--executemany: this system has no executemany (aiopg has none, as the " \
                "original noted)"
     return None
-
-
-#: the openers whose Calls carry ``unit`` and ``many`` (``run`` checks it again)
-_UNITS = ("open_threads", "open_dbutils", "open_asyncio", "open_tornado", "open_sync")
-_MANY = _UNITS + ("open_adb", "open_asyncpg", "open_aiomysql")
 
 
 class Tally:
@@ -82,17 +71,18 @@ class Tally:
     record arrived (the clock starts there, not at the reader's start-up), and the
     time and row count when the reader had queued its last one."""
 
-    def __init__(self, workers):
+    def __init__(self, workers: int) -> None:
         self.by_worker = [0] * workers
-        self.first = self.reader_done = None  # perf_counter() readings
+        self.first: Optional[float] = None  # perf_counter() readings
+        self.reader_done: Optional[float] = None
         self.rows_at_reader_done = 0
 
     @property
-    def rows(self):
+    def rows(self) -> int:
         return sum(self.by_worker)
 
 
-async def run(calls, spec):
+async def run(calls: Calls, spec: RunSpec) -> Figures:
     """Phase 1, then phase 2, each with ``pool_size`` workers fed by a reader process."""
     options, kind = spec.options, spec.kind
     sql = _statements(calls.paramstyle, kind)
@@ -102,36 +92,49 @@ async def run(calls, spec):
     geo = Tally(workers)
     await _phase(calls, spec, "geo", geo,
                  lambda worker, record: _insert_geo(calls, sql, worker, record, geo))
-    geo_seconds = time.perf_counter() - geo.first
+    geo_seconds = time.perf_counter() - _started(geo)
 
     expected = len(await calls.query(sql["items"], (census.SEGMENT,)))
     data = Tally(workers)
-    unit = _unit_runner(calls, options)
+    line = _line_runner(calls, options)
     await _phase(calls, spec, "data", data,
-                 lambda worker, record: unit(sql, worker, record, data, expected))
-    end = time.perf_counter()
-    seconds = end - data.first
+                 lambda worker, record: line(sql, worker, record, data, expected))
+    end, first = time.perf_counter(), _started(data)
+    seconds = end - first
     figures = {"lines": geo.rows, "geo_rows": geo.rows, "data_rows": data.rows,
                "geo_seconds": geo_seconds, "data_seconds": seconds,
                "seconds": geo_seconds + seconds,
                "geo_per_s": geo.rows / geo_seconds, "records_per_s": data.rows / seconds,
                "census": options.get("census")}
-    filling, rows = data.reader_done - data.first, data.rows_at_reader_done
+    reader_done = data.reader_done if data.reader_done is not None else first
+    filling, rows = reader_done - first, data.rows_at_reader_done
     if rows and filling > 0.05 * seconds:  # else the queue filled before any real work
         figures["filling_per_s"] = rows / filling
-    if end > data.reader_done:
-        figures["drained_per_s"] = (data.rows - rows) / (end - data.reader_done)
+    if end > reader_done:
+        figures["drained_per_s"] = (data.rows - rows) / (end - reader_done)
     return figures
 
 
-async def _phase(calls, spec, phase, tally, work):
+def _started(tally: Tally) -> float:
+    """When the phase's first record arrived (the feeder sets it before the end mark)."""
+    assert tally.first is not None, "a phase ended before its reader fed it"
+    return tally.first
+
+
+#: a worker's work on one record: ``work(worker index, record)``
+Work = Callable[[int, census.Record], Awaitable[None]]
+#: a phase's statements by name: geo, lookup, items, data
+Statements = dict[str, str]
+
+
+async def _phase(calls: Calls, spec: RunSpec, phase: str, tally: Tally, work: Work) -> None:
     """A reader process parses the lines; a feeder thread moves its records into
     the world's channel (unbounded, as the original's queue); the workers take
     them until each gets its end mark."""
     channel = calls.world.channel()
     process, records = census.start_reader(spec.options.get("census"), spec.rows, phase)
 
-    def feed():
+    def feed() -> None:
         while (record := records.get()) is not None:
             if tally.first is None:
                 tally.first = time.perf_counter()
@@ -143,27 +146,34 @@ async def _phase(calls, spec, phase, tally, work):
             channel.put(None)
     calls.world.start_thread(feed)
 
-    async def worker(index):
+    async def worker(index: int) -> None:
         while (record := await channel.get()) is not None:
             await work(index, record)
     await calls.map(worker, range(spec.pool_size))
     process.join(5)  # it has sent its last record; reaped here, in the world's own thread
 
 
-async def _insert_geo(calls, sql, worker, record, tally):
+async def _insert_geo(calls: Calls, sql: Statements, worker: int, record: census.Record,
+                      tally: Tally) -> None:
     await calls.execute(sql["geo"], record)
     tally.by_worker[worker] += 1
 
 
-def _unit_runner(calls, options):
+#: one line's work: ``line(sql, worker, record, tally, expected items)``
+LineWork = Callable[[Statements, int, census.Record, Tally, int], Awaitable[None]]
+
+
+def _line_runner(calls: Calls, options: Options) -> LineWork:
     """One line's work: in autocommit, or as one transaction (``--no-autocommit``);
     the inserts one by one, or as one executemany (``--executemany``)."""
     executemany = bool(options.get("executemany"))
-    for switch, needs in (("executemany", "many"), ("no_autocommit", "unit")):
-        if options.get(switch) and getattr(calls, needs) is None:
+    for switch, needs, given in (("executemany", MANY, calls.many),
+                                 ("no_autocommit", TRANSACTION, calls.transaction)):
+        if options.get(switch) and given is None:
             raise ValueError(f"--{switch.replace('_', '-')}: this system's calls have no {needs}")
 
-    async def line(on, sql, worker, record, tally, expected):
+    async def line(on: Union[Calls, TxCalls], sql: Statements, worker: int,
+                   record: census.Record, tally: Tally, expected: int) -> None:
         counts = record[5]
         (geo_id,), = await on.query(sql["lookup"], (record[0], record[4]))
         items = [row[0] for row in await on.query(sql["items"], (record[3],))]
@@ -172,6 +182,7 @@ def _unit_runner(calls, options):
                              f"{len(counts)}")
         rows = [(geo_id, item, value) for item, value in zip(items, counts)]
         if executemany:
+            assert on.many is not None  # checked above
             await on.many(sql["data"], rows)
         else:
             for row in rows:
@@ -179,28 +190,29 @@ def _unit_runner(calls, options):
         tally.by_worker[worker] += len(rows)
 
     if not options.get("no_autocommit"):
-        return lambda sql, worker, record, tally, expected: line(
-            calls, sql, worker, record, tally, expected)
+        return functools.partial(line, calls)
 
-    async def in_transaction(sql, worker, record, tally, expected):
-        async with calls.unit() as unit:
-            await line(unit, sql, worker, record, tally, expected)
+    async def in_transaction(sql: Statements, worker: int, record: census.Record, tally: Tally,
+                             expected: int) -> None:
+        assert calls.transaction is not None  # checked above
+        async with calls.transaction() as tx:
+            await line(tx, sql, worker, record, tally, expected)
     return in_transaction
 
 
-def _statements(paramstyle, kind):
-    mark = "?" if paramstyle == "qmark" else "%s"
+def _statements(paramstyle: str, kind: str) -> Statements:
+    mark = placeholder(paramstyle)
     index = "`index`" if kind == "mysql" else '"index"'
     return {"geo": GEO_INSERT.format(m=mark), "lookup": GEO_LOOKUP.format(m=mark),
             "items": ITEMS_OF_SEGMENT.format(m=mark, index=index),
             "data": DATA_INSERT.format(m=mark)}
 
 
-def progress_total(rows, options):
+def progress_total(rows: int, options: Options) -> int:
     return rows * census.ITEMS_PER_LINE  # the bar follows data_element's rows
 
 
-def prepare(url, rows):
+def prepare(url: str, rows: int) -> None:
     """bigdata's four tables, dropped and created, and the dictionary loaded."""
     with adb.sync.Database(url, pool_size=1) as db:
         kind = {"psycopg2": "postgresql", "pymysql": "mysql", "sqlite3": "sqlite"}[
@@ -212,7 +224,7 @@ def prepare(url, rows):
         _load_dictionary(db, kind)
 
 
-def _schema(kind):
+def _schema(kind: str) -> list[str]:
     key = {"postgresql": "id serial primary key",
            "mysql": "id int not null auto_increment primary key",
            "sqlite": "id integer primary key autoincrement"}[kind]
@@ -237,8 +249,8 @@ def _schema(kind):
     ]
 
 
-def _load_dictionary(db, kind):
-    mark = "?" if db.paramstyle == "qmark" else "%s"
+def _load_dictionary(db: adb.sync.Database, kind: str) -> None:
+    mark = placeholder(db.paramstyle)
     index = "`index`" if kind == "mysql" else '"index"'
     matrices = census.dictionary()
     db.runMany(f"insert into matrix (id, code, name, universe, sortkey, segment_id) "
@@ -252,10 +264,9 @@ def _load_dictionary(db, kind):
                 for item in items])
 
 
-def verify(url, rows, figures=None):
+def verify(url: str, rows: int, figures: Optional[Figures] = None) -> None:
     """``rows`` geo records, 222 data elements for each, and the values' sum that
     of the lines read."""
-    from . import WrongResult
     source = (figures or {}).get("census")
     expected_sum = sum(sum(census.parse(line)[5]) for line in census.source(source, rows))
     with adb.sync.Database(url, pool_size=1) as db:
@@ -269,13 +280,29 @@ def verify(url, rows, figures=None):
                           f"{lines} summing to {total}")
 
 
-def plot(path, summary, title, options):
+def plot(path: str, summary: Summary, title: str, options: Options) -> None:
     """Records/s (phase 2) against pool size, one line per system (median; bars min-max)."""
-    from ..report import line_chart
-    lines = {}
+    lines: dict[str, Points] = {}
     for entry in summary.values():
         if "records_per_s" in entry:
             lines.setdefault(entry["system"], []).append((entry["pool_size"],
                                                           entry["records_per_s"]))
     line_chart(path, title, lines, "pool size (workers and connections)",
                "data elements inserted/s (median; bars min-max)")
+
+
+SCENARIO = Scenario(
+    name="bigdata", seed="004",
+    description=("bigdata: census lines ingested row by row, geo records then 222 data "
+                 "elements per line, across pool sizes (seed 004)"),
+    prepare=prepare, run=run, verify=verify, table=TABLE,
+    default_rows=1_000,  # census lines: 1,000 geo records and 222,000 data elements
+    rows_are="census lines", default_pool_sizes=(15,), default_systems=DEFAULT_SYSTEMS,
+    baselines=("threads",), add_arguments=add_arguments,
+    variant_unavailable=variant_unavailable, progress_total=progress_total, plot=plot,
+    fields=(("records_per_s", "records/s", "{:,.0f}"),
+            ("geo_per_s", "geo r/s", "{:,.0f}"),
+            ("filling_per_s", "filling r/s", "{:,.0f}"),
+            ("drained_per_s", "drained r/s", "{:,.0f}"),
+            ("peak_rss_mb", "peak RSS MB", "{:.0f}"),
+            ("cpu_us_per_row", "CPU us/line", "{:.0f}")))

@@ -16,37 +16,35 @@ Facts from mdcallag/mytools ``bench/ibench/iibench.py`` at 4ed4931 (2009): the
 table, the column distributions, the random seed, the report line.
 """
 
+from __future__ import annotations
+
+import argparse
 import datetime
+import functools
 import multiprocessing
 import random
 import time
+from multiprocessing.queues import Queue
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, Optional
 
 import adb.sync
 
-NAME = "iibench"
-SEED = "003"
-DESCRIPTION = ("iiBench: 1000-row INSERTs into a table with 3 secondary indexes, serial or "
-               "producer/consumer, with and without 4 query loops (seed 003)")
+from ..report import Summary, save
+from ..systems import System
+from ..systems.common import Calls, Figures, Options, RunSpec
+from ..worlds import Channel, World
+from .base import Scenario, Variant, WrongResult
+
 TABLE = "purchases_index"
-MIN_CONNECTIONS = None
-DEFAULT_ROWS = 100_000
-DEFAULT_POOL_SIZE = 5  # one inserter and the four query loops
 DEFAULT_SYSTEMS = ("adb-asyncio", "adb-sync", "adb-twisted", "threads", "asyncpg", "aiomysql")
-BASELINES = ("threads",)
 MODES = ("serial", "thread", "coroutine", "process")
-FIELDS = (("inserts_per_s", "inserts/s", "{:,.0f}"),
-          ("last_inserts_per_s", "last ips", "{:,.0f}"),
-          ("queries_per_s", "queries/s", "{:,.1f}"),
-          ("generate_pct", "generate %", "{:.0f}"),
-          ("peak_rss_mb", "peak RSS MB", "{:.0f}"),
-          ("cpu_us_per_row", "CPU us/row", "{:.1f}"))
 RANDOM_SEED = 3221223452  # the original's
 START = datetime.datetime(2009, 3, 18)  # dateandtime = START + rows so far / 100,000 s
 CASHREGISTERS, PRODUCTS, CUSTOMERS, MAX_PRICE = 1000, 10_000, 100_000, 500
 QUERY_LOOPS = 4
 
 
-def add_arguments(group):
+def add_arguments(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--rows_per_commit", type=int, default=1000,
                        help="iibench: rows per INSERT statement, each committed alone (1000)")
     group.add_argument("--rows_per_report", type=int, default=None,
@@ -62,7 +60,7 @@ def add_arguments(group):
                       help="iibench: only runs without the query load")
 
 
-def variants(options):
+def variants(options: Options) -> list[Variant]:
     """(name, options) for every mode, without and with the query load."""
     modes = [m.strip() for m in str(options.get("modes") or ",".join(MODES)).split(",")]
     wrong = [m for m in modes if m not in MODES]
@@ -76,13 +74,13 @@ def variants(options):
             for mode in modes for queries in loads]
 
 
-def variant_unavailable(system, kind, options):
+def variant_unavailable(system: System, kind: str, options: Options) -> Optional[str]:
     if options.get("mode") == "coroutine" and system.world_for(kind) == "blocking":
         return "coroutine mode needs an event loop (the blocking world has its thread mode)"
     return None
 
 
-def rows_of(rng):
+def rows_of(rng: random.Random) -> Iterator[tuple[int, int, int, float]]:
     """The original's row stream: (cashregisterid, productid, customerid, price)."""
     while True:
         cashregisterid = rng.randrange(0, CASHREGISTERS)
@@ -91,7 +89,8 @@ def rows_of(rng):
         yield cashregisterid, productid, customerid, (rng.random() * MAX_PRICE + customerid) / 100
 
 
-def statements(total, per_statement, clock=None):
+def statements(total: int, per_statement: int,
+               clock: Optional[list[float]] = None) -> Iterator[tuple[str, int]]:
     """(sql, rows) for every INSERT of the run, generated on demand: the CPU work
     the producer/consumer modes take off the inserter's path. ``clock`` (a list
     of one float) adds up the seconds spent generating."""
@@ -111,7 +110,7 @@ def statements(total, per_statement, clock=None):
         done += count
 
 
-def expected_sums(total):
+def expected_sums(total: int) -> list[int]:
     """Sums of cashregisterid, customerid and productid over the first ``total`` rows."""
     stream = rows_of(random.Random(RANDOM_SEED))
     sums = [0, 0, 0]
@@ -126,26 +125,26 @@ def expected_sums(total):
 class Tally:
     """What the inserter and the query loops count, and the report lines."""
 
-    def __init__(self, rows_per_report):
+    def __init__(self, rows_per_report: int) -> None:
         self.rows = 0
         self.queries_by_loop = [0] * QUERY_LOOPS  # one counter per loop: no shared +=
         self.generating = [0.0]  # seconds spent generating statements, in any thread
         self.done = False
         self.per_report = rows_per_report
-        self.reports = []
+        self.reports: list[dict[str, float]] = []
         self.start = self.last_time = time.perf_counter()
         self.last_rows = self.last_queries = 0
 
     @property
-    def queries(self):
+    def queries(self) -> int:
         return sum(self.queries_by_loop)
 
-    def inserted(self, count):
+    def inserted(self, count: int) -> None:
         before, self.rows = self.rows, self.rows + count
         if before // self.per_report != self.rows // self.per_report:
             self.report()
 
-    def report(self):
+    def report(self) -> None:
         """The original's line: rows, seconds, cumulative and last inserts/s, table
         size, queries, cumulative and last queries/s."""
         now = time.perf_counter()
@@ -159,7 +158,7 @@ class Tally:
         self.last_time, self.last_rows, self.last_queries = now, self.rows, self.queries
 
 
-async def run(calls, spec):
+async def run(calls: Calls, spec: RunSpec) -> Figures:
     """The inserter in the chosen mode, and the query loops if asked for."""
     options = spec.options
     per_statement = int(options.get("rows_per_commit") or 1000)
@@ -170,10 +169,10 @@ async def run(calls, spec):
     await calls.query("select 1")
     source = await _source(calls, options.get("mode", "serial"), spec.rows, per_statement,
                            tally.generating)
-    jobs = [lambda: _insert(source, tally)]
+    jobs: list[Callable[[], Awaitable[None]]] = [lambda: _insert(source, tally)]
     if with_queries:
         limit = int(options.get("rows_per_query") or 1000)
-        jobs += [(lambda n=n: _query_loop(calls, spec.kind, n, limit, tally))
+        jobs += [functools.partial(_query_loop, calls, spec.kind, n, limit, tally)
                  for n in range(QUERY_LOOPS)]
     tally.start = tally.last_time = time.perf_counter()
     await calls.map(lambda job: job(), jobs)
@@ -186,7 +185,7 @@ async def run(calls, spec):
             "generate_pct": 100 * tally.generating[0] / seconds, "reports": tally.reports}
 
 
-async def _insert(source, tally):
+async def _insert(source: Statements, tally: Tally) -> None:
     """Await every insert ``source`` gives, one at a time; then stop the query loops."""
     try:
         async for count, answer in source:
@@ -196,10 +195,15 @@ async def _insert(source, tally):
         tally.done = True
 
 
-async def _source(calls, mode, total, per_statement, clock):
+#: (rows, what to await for that statement's insert), statement after statement
+Statements = AsyncIterator[tuple[int, Awaitable[Any]]]
+
+
+async def _source(calls: Calls, mode: str, total: int, per_statement: int,
+                  clock: list[float]) -> Statements:
     """An async iterator of (rows, what to await for that statement's insert)."""
     if mode == "serial":
-        async def serial():
+        async def serial() -> Statements:
             for sql, count in statements(total, per_statement, clock):
                 yield count, calls.execute(sql)
         return serial()
@@ -215,7 +219,7 @@ async def _source(calls, mode, total, per_statement, clock):
 
     first = await channel.get()  # the clock starts with a statement ready, not at start-up
 
-    async def consumed():
+    async def consumed() -> Statements:
         sql, count = first
         while sql is not None:
             yield count, calls.execute(sql)
@@ -224,7 +228,8 @@ async def _source(calls, mode, total, per_statement, clock):
     return consumed()
 
 
-async def _overlapped(calls, total, per_statement, clock):
+async def _overlapped(calls: Calls, total: int, per_statement: int,
+                      clock: list[float]) -> Statements:
     """Coroutine mode: statement k is sent, then k+1 generated while k runs, then
     k awaited: the loop generates while a worker (or the socket) is busy."""
     pending = None
@@ -237,7 +242,7 @@ async def _overlapped(calls, total, per_statement, clock):
         yield pending
 
 
-def _produce(put, total, per_statement):
+def _produce(put: Callable[[Any], None], total: int, per_statement: int) -> None:
     """A producer: every statement into ``put``, then (None, seconds generating)."""
     clock = [0.0]
     for item in statements(total, per_statement, clock):
@@ -245,20 +250,20 @@ def _produce(put, total, per_statement):
     put((None, clock[0]))
 
 
-def _produce_to_queue(handoff, total, per_statement):
+def _produce_to_queue(handoff: Queue[Any], total: int, per_statement: int) -> None:
     _produce(handoff.put, total, per_statement)
 
 
-def _start_process(world, channel, total, per_statement):
+def _start_process(world: World, channel: Channel, total: int, per_statement: int) -> None:
     """The original's form: a producer process feeding a queue of one statement; a
     thread here moves what arrives into the world's channel."""
     context = multiprocessing.get_context("spawn")  # the pool's threads are running: no fork
-    handoff = context.Queue(1)
+    handoff: Queue[Any] = context.Queue(1)
     process = context.Process(target=_produce_to_queue, args=(handoff, total, per_statement),
                               daemon=True)
     process.start()
 
-    def feed():
+    def feed() -> None:
         while True:
             item = handoff.get()
             channel.put(item)
@@ -268,7 +273,7 @@ def _start_process(world, channel, total, per_statement):
     world.start_thread(feed)
 
 
-async def _query_loop(calls, kind, which, limit, tally):
+async def _query_loop(calls: Calls, kind: str, which: int, limit: int, tally: Tally) -> None:
     """One of the four closed query loops, until the inserts are done."""
     rng = random.Random(RANDOM_SEED + 1 + which)
     while not tally.done:
@@ -276,22 +281,22 @@ async def _query_loop(calls, kind, which, limit, tally):
         tally.queries_by_loop[which] += 1
 
 
-def _when(rows):
+def _when(rows: float) -> str:
     """The original's dateandtime: the start plus rows so far / 100,000 seconds."""
     return (START + datetime.timedelta(seconds=rows / 100_000)).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def _price(rng):
+def _price(rng: random.Random) -> tuple[int, float]:
     customerid = rng.randrange(0, CUSTOMERS)
     return customerid, (rng.random() * MAX_PRICE + customerid) / 100
 
 
-def _pk_query(rng, rows, limit, mysql):
+def _pk_query(rng: random.Random, rows: int, limit: int, mysql: bool) -> str:
     return (f"select transactionid from {TABLE} where transactionid >= "
             f"{rng.randrange(max(rows, 1))} limit {limit}")
 
 
-def _market_query(rng, rows, limit, mysql):
+def _market_query(rng: random.Random, rows: int, limit: int, mysql: bool) -> str:
     customerid, price = _price(rng)
     hint = " force index (marketsegment)" if mysql else ""
     return (f"select price, customerid from {TABLE}{hint} where "
@@ -299,7 +304,7 @@ def _market_query(rng, rows, limit, mysql):
             f"limit {limit}")
 
 
-def _register_query(rng, rows, limit, mysql):
+def _register_query(rng: random.Random, rows: int, limit: int, mysql: bool) -> str:
     customerid, price = _price(rng)
     register = rng.randrange(0, CASHREGISTERS)
     hint = " force index (registersegment)" if mysql else ""
@@ -309,7 +314,7 @@ def _register_query(rng, rows, limit, mysql):
             f" or (cashregisterid > {register}) limit {limit}")
 
 
-def _pdc_query(rng, rows, limit, mysql):
+def _pdc_query(rng: random.Random, rows: int, limit: int, mysql: bool) -> str:
     customerid, price = _price(rng)
     when = _when(rng.randrange(max(rows, 1)))
     hint = " force index (pdc)" if mysql else ""
@@ -322,7 +327,7 @@ def _pdc_query(rng, rows, limit, mysql):
 _QUERIES = (_pk_query, _market_query, _register_query, _pdc_query)
 
 
-def prepare(url, rows):
+def prepare(url: str, rows: int) -> None:
     """The original's table and its three secondary indexes, dropped and created."""
     with adb.sync.Database(url, pool_size=1) as db:
         kind = db.dbapi.__name__
@@ -340,9 +345,8 @@ def prepare(url, rows):
             db.runOperation(f"create index {index} on {TABLE} ({columns})")
 
 
-def verify(url, rows, figures=None):
+def verify(url: str, rows: int, figures: Optional[Figures] = None) -> None:
     """Every row there, and the columns' sums those of the seeded stream."""
-    from . import WrongResult
     if figures is not None and figures.get("rows") != rows:
         raise WrongResult(f"{figures.get('rows')} rows reported inserted, not {rows}")
     with adb.sync.Database(url, pool_size=1) as db:
@@ -354,7 +358,7 @@ def verify(url, rows, figures=None):
                           f"{[int(s or 0) for s in sums]}")
 
 
-def plot(path, summary, title, options):
+def plot(path: str, summary: Summary, title: str, options: Options) -> None:
     """Cumulative inserts/s over rows inserted (the last successful run's report
     lines): a panel without and one with the query load; a colour per system, a
     line style per mode."""
@@ -381,7 +385,20 @@ def plot(path, summary, title, options):
     if handles:
         panels[1].legend(handles, labels, fontsize=7, loc="center left",
                          bbox_to_anchor=(1.02, 0.5))
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    save(fig, path, title)
+
+
+SCENARIO = Scenario(
+    name="iibench", seed="003",
+    description=("iiBench: 1000-row INSERTs into a table with 3 secondary indexes, serial or "
+                 "producer/consumer, with and without 4 query loops (seed 003)"),
+    prepare=prepare, run=run, verify=verify, table=TABLE,
+    default_rows=100_000, default_pool_sizes=(5,),  # one inserter and the four query loops
+    default_systems=DEFAULT_SYSTEMS, baselines=("threads",), add_arguments=add_arguments,
+    variants=variants, variant_unavailable=variant_unavailable, plot=plot,
+    fields=(("inserts_per_s", "inserts/s", "{:,.0f}"),
+            ("last_inserts_per_s", "last ips", "{:,.0f}"),
+            ("queries_per_s", "queries/s", "{:,.1f}"),
+            ("generate_pct", "generate %", "{:.0f}"),
+            ("peak_rss_mb", "peak RSS MB", "{:.0f}"),
+            ("cpu_us_per_row", "CPU us/row", "{:.1f}")))

@@ -15,41 +15,33 @@ documents read, and the client's CPU per call while the calls ran (the whole
 process, and the loop thread alone: the main thread, idle in the blocking world).
 """
 
+from __future__ import annotations
+
+import argparse
 import time
+from typing import Optional
 
 from .. import mongo
-from ..systems import MONGO_SYSTEMS as ROSTER
+from ..systems import MONGO_SYSTEMS
+from ..systems.common import Document, Figures, MongoCalls, Options, RunSpec
+from .base import Scenario, Variant, WrongResult
 
-NAME = "mongo-tasks"
-SEED = "001"
-DESCRIPTION = "MongoDB, many tasks: find-one and find-many calls, thread pools vs native async"
-KINDS = (mongo.SCHEME,)
-TABLE = None
-MIN_CONNECTIONS = 1
-DEFAULT_ROWS = 4_000
-DEFAULT_POOL_SIZE = (1, 10, 80)
-DEFAULT_SYSTEMS = tuple(ROSTER)
-BASELINES = ("motor-asyncio", "pymongo-async")
-FIELDS = (("calls_per_s", "calls/s", "{:,.0f}"), ("mb_per_s", "MB/s", "{:.1f}"),
-          ("cpu_us_per_call", "CPU us/call", "{:.0f}"),
-          ("loop_us_per_call", "loop us/call", "{:.0f}"),
-          ("peak_rss_mb", "peak RSS MB", "{:.0f}"))
 COLLECTION = "tasks"
 DOCUMENTS = 100
 OPS = ("find-one", "find-many")
 
 
-def document(i):
+def document(i: int) -> Document:
     """About 1 KB of BSON: a key, its text, and filler words."""
     return {"userid": i, "data": str(i), "text": " ".join(f"word{i}-{j}" for j in range(90))}
 
 
-def add_arguments(group):
+def add_arguments(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--mongo_ops", default=",".join(OPS),
                        help=f"mongo-tasks: comma-separated calls to time ({', '.join(OPS)})")
 
 
-def variants(options):
+def variants(options: Options) -> list[Variant]:
     ops = [op.strip() for op in options.get("mongo_ops", ",".join(OPS)).split(",") if op.strip()]
     unknown = [op for op in ops if op not in OPS]
     if unknown or not ops:
@@ -58,13 +50,16 @@ def variants(options):
     return [(op, {"mongo_op": op}) for op in ops]
 
 
-async def run(calls, spec):
+async def run(calls: MongoCalls, spec: RunSpec) -> Figures:
     import bson
     op, tasks = spec.options["mongo_op"], spec.pool_size
     shares = [spec.rows // tasks + (1 if t < spec.rows % tasks else 0) for t in range(tasks)]
-    size = len(bson.encode(await calls.find_one(COLLECTION, {"userid": 0})))
+    first = await calls.find_one(COLLECTION, {"userid": 0})
+    if first is None:
+        raise ValueError(f"{COLLECTION} has no document with userid 0: was it prepared?")
+    size = len(bson.encode(first))
 
-    async def task(t):
+    async def task(t: int) -> int:
         ok = 0
         for j in range(shares[t]):
             if op == "find-one":
@@ -89,7 +84,7 @@ async def run(calls, spec):
     return figures
 
 
-def prepare(url, rows):
+def prepare(url: str, rows: int) -> None:
     with mongo.client(url) as client:
         db = mongo.database(client, url)
         db.drop_collection(COLLECTION)
@@ -97,12 +92,24 @@ def prepare(url, rows):
         db[COLLECTION].create_index("userid")
 
 
-def verify(url, rows, figures=None):
+def verify(url: str, rows: int, figures: Optional[Figures] = None) -> None:
     """Raise WrongResult unless every call found what it asked for."""
-    from . import WrongResult
     if figures is not None and figures.get("ok_calls") != rows:
         raise WrongResult(f"{figures.get('ok_calls')} of {rows} calls found the right documents")
     with mongo.client(url) as client:
         count = mongo.database(client, url)[COLLECTION].count_documents({})
     if count != DOCUMENTS:
         raise WrongResult(f"the collection holds {count} documents, not {DOCUMENTS}")
+
+
+SCENARIO = Scenario(
+    name="mongo-tasks", seed="001",
+    description="MongoDB, many tasks: find-one and find-many calls, thread pools vs native async",
+    prepare=prepare, run=run, verify=verify, kinds=(mongo.SCHEME,), roster=MONGO_SYSTEMS,
+    min_connections=1, default_rows=4_000, default_pool_sizes=(1, 10, 80),
+    baselines=("motor-asyncio", "pymongo-async"), add_arguments=add_arguments,
+    variants=variants,
+    fields=(("calls_per_s", "calls/s", "{:,.0f}"), ("mb_per_s", "MB/s", "{:.1f}"),
+            ("cpu_us_per_call", "CPU us/call", "{:.0f}"),
+            ("loop_us_per_call", "loop us/call", "{:.0f}"),
+            ("peak_rss_mb", "peak RSS MB", "{:.0f}")))

@@ -6,33 +6,32 @@ first completes; afterwards the parent checks the count, the key sum and the
 data column.
 """
 
+from __future__ import annotations
+
 import time
+from typing import Optional
 
 import adb.sync
 
-NAME = "parallel-insert"
-SEED = "000"
-DESCRIPTION = "N single-row inserts fired at once, pool of 10 (seed 000)"
+from ..sql import placeholder
+from ..systems.common import Calls, Figures, RunSpec
+from .base import Scenario, WrongResult
+
 TABLE = "benchmark"
-#: connections each system opens before the clock starts (None: all pool_size)
-MIN_CONNECTIONS = None
-#: what the report shows: (key, label, format); the first is the headline, with ratios
-FIELDS = (("rows_per_s", "rows/s", "{:,.0f}"), ("seconds", "seconds", "{:.2f}"),
-          ("peak_rss_mb", "peak RSS MB", "{:.0f}"), ("cpu_us_per_row", "CPU us/row", "{:.0f}"))
 _AS_TEXT = {"psycopg2": "cast(userid as varchar(100))", "pymysql": "cast(userid as char)",
             "sqlite3": "cast(userid as text)"}
 
 
-def statement(paramstyle):
-    mark = "?" if paramstyle == "qmark" else "%s"
+def statement(paramstyle: str) -> str:
+    mark = placeholder(paramstyle)
     return f"insert into {TABLE} (userid, data) values ({mark}, {mark})"
 
 
-def params(rows):
+def params(rows: int) -> list[tuple[int, str]]:
     return [(i, str(i)) for i in range(rows)]
 
 
-async def run(calls, spec):
+async def run(calls: Calls, spec: RunSpec) -> Figures:
     """Warm every connection, then fire all N inserts at once and wait for them."""
     sql = statement(calls.paramstyle)
     rows = params(spec.rows)
@@ -40,7 +39,7 @@ async def run(calls, spec):
     start = time.perf_counter()
     done = await calls.map(lambda p: calls.execute(sql, p), rows)
     seconds = time.perf_counter() - start
-    figures = {"seconds": seconds, "ok_calls": len(done), "rows_per_s": spec.rows / seconds}
+    figures: Figures = {"seconds": seconds, "ok_calls": len(done), "rows_per_s": spec.rows / seconds}
     if calls.stats is not None:
         stats = calls.stats()
         figures.update(wakeups=stats["wakeups"], polls=stats.get("polls"),
@@ -48,17 +47,16 @@ async def run(calls, spec):
     return figures
 
 
-def prepare(url, rows):
+def prepare(url: str, rows: int) -> None:
     with adb.sync.Database(url, pool_size=1) as db:
         db.runOperation(f"drop table if exists {TABLE}")
         db.runOperation(f"create table {TABLE} (userid int not null primary key, "
                         "data varchar(100))")
 
 
-def verify(url, rows, figures=None):
+def verify(url: str, rows: int, figures: Optional[Figures] = None) -> None:
     """Raise WrongResult unless every call reported success and exactly the N
     expected rows are there."""
-    from . import WrongResult
     if figures is not None and figures.get("ok_calls") != rows:
         raise WrongResult(f"{figures.get('ok_calls')} calls reported success, not {rows}")
     with adb.sync.Database(url, pool_size=1) as db:
@@ -70,3 +68,12 @@ def verify(url, rows, figures=None):
     if count != rows or int(key_sum) != expected_sum or (bad or 0) != 0:
         raise WrongResult(f"expected {rows} rows (key sum {expected_sum}), found {count} rows "
                           f"(key sum {key_sum}, {bad or 0} with wrong data)")
+
+
+SCENARIO = Scenario(
+    name="parallel-insert", seed="000",
+    description="N single-row inserts fired at once, pool of 10 (seed 000)",
+    prepare=prepare, run=run, verify=verify, table=TABLE,
+    fields=(("rows_per_s", "rows/s", "{:,.0f}"), ("seconds", "seconds", "{:.2f}"),
+            ("peak_rss_mb", "peak RSS MB", "{:.0f}"),
+            ("cpu_us_per_row", "CPU us/row", "{:.0f}")))

@@ -16,35 +16,24 @@ per driver, and in it, one call awaited after another:
 Microseconds per call; the parent checks every document afterwards.
 """
 
+from __future__ import annotations
+
 import io
 import os
 import time
+from typing import Any, Optional
 
 from .. import mongo
-from ..systems import MONGO_SYSTEMS as ROSTER
+from ..systems import MONGO_SYSTEMS
+from ..systems.common import Document, Figures, MongoCalls, RunSpec
+from .base import Scenario, WrongResult
 
-NAME = "sequential"
-SEED = "001"
-DESCRIPTION = "one caller on MongoDB: the seed's inserts, then N inserts and N finds by key"
-KINDS = (mongo.SCHEME,)
-TABLE = None  # no SQL table for the progress bar to count
-MIN_CONNECTIONS = 1
-#: a find by key scans the stand-in's collection (it keeps no usable index), so N stays small
-DEFAULT_ROWS = 1_000
-BASELINES = ("pymongo",)
-FIELDS = (("insert_us", "insert us", "{:.0f}"), ("find_us", "find us", "{:.0f}"),
-          ("one_insert_us", "1st insert us", "{:.0f}"), ("seed_1000_us", "1000x us", "{:.0f}"),
-          ("mixed_us", "CPU+IO us", "{:.0f}"), ("startup_ms", "start-up ms", "{:.0f}"),
-          ("peak_rss_mb", "peak RSS MB", "{:.0f}"))
 SEED_COLLECTION, COLLECTION = "users", "benchmark"
 SEED_INSERTS, MIXED_INSERTS = 1_000, 100
 SEED_DOCUMENTS = 1 + SEED_INSERTS + MIXED_INSERTS
 
 
-DEFAULT_SYSTEMS = tuple(ROSTER)
-
-
-def seed_document(i=None):
+def seed_document(i: Optional[int] = None) -> Document:
     """The seed's document: ``{"1": "one", "2": "two"}``, or its third
     experiment's ``{"i": "one", "i+1": "two"}``."""
     return {"1": "one", "2": "two"} if i is None else {f"{i}": "one", f"{i + 1}": "two"}
@@ -55,10 +44,10 @@ class Callbacks:
     prints a line and calls callback2 100 times; callback2 prints 100 lines and
     counts. Lines go to a buffer instead of a terminal."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.out, self.count = io.StringIO(), 0
 
-    def callback1(self, result):
+    def callback1(self, result: Any) -> None:
         for _ in range(100):
             print(f"Result is {result}", file=self.out)
             print("Callback1 is called", file=self.out)
@@ -66,13 +55,13 @@ class Callbacks:
         self.out.seek(0)
         self.out.truncate()
 
-    def callback2(self):
+    def callback2(self) -> None:
         for _ in range(100):
             print("Callback2 is called", file=self.out)
         self.count += 1
 
 
-async def run(calls, spec):
+async def run(calls: MongoCalls, spec: RunSpec) -> Figures:
     await calls.ping()
     startup = time.time() - process_start()
     start = time.perf_counter()
@@ -103,7 +92,7 @@ async def run(calls, spec):
             "find_us": (end - middle) / spec.rows * 1e6}
 
 
-def process_start():
+def process_start() -> float:
     """When this process started, in ``time.time()`` seconds (Linux: /proc)."""
     with open("/proc/self/stat") as f:
         ticks = int(f.read().rsplit(")", 1)[1].split()[19])
@@ -112,7 +101,7 @@ def process_start():
     return time.time() - uptime + ticks / os.sysconf("SC_CLK_TCK")
 
 
-def prepare(url, rows):
+def prepare(url: str, rows: int) -> None:
     """Empty collections, and an index on ``userid`` (used where the server can)."""
     with mongo.client(url) as client:
         db = mongo.database(client, url)
@@ -121,10 +110,9 @@ def prepare(url, rows):
         db[COLLECTION].create_index("userid")
 
 
-def verify(url, rows, figures=None):
+def verify(url: str, rows: int, figures: Optional[Figures] = None) -> None:
     """Raise WrongResult unless every call succeeded and exactly the expected
     documents are there: the seed's 1,101 and N keyed ones, each with its data."""
-    from . import WrongResult
     expected_calls = SEED_DOCUMENTS + 2 * rows
     if figures is not None and (figures.get("ok_calls") != expected_calls
                                 or figures.get("callbacks") != MIXED_INSERTS * 100):
@@ -140,3 +128,16 @@ def verify(url, rows, figures=None):
         raise WrongResult(f"expected {SEED_DOCUMENTS} seed documents and userid 0..{rows - 1} "
                           f"once each; found {seeded}, and {count} keyed ({len(keyed)} distinct "
                           f"userids, {wrong} with wrong data)")
+
+
+SCENARIO = Scenario(
+    name="sequential", seed="001",
+    description="one caller on MongoDB: the seed's inserts, then N inserts and N finds by key",
+    prepare=prepare, run=run, verify=verify, kinds=(mongo.SCHEME,), roster=MONGO_SYSTEMS,
+    min_connections=1,
+    # a find by key scans the stand-in's collection (it keeps no usable index): N stays small
+    default_rows=1_000, baselines=("pymongo",),
+    fields=(("insert_us", "insert us", "{:.0f}"), ("find_us", "find us", "{:.0f}"),
+            ("one_insert_us", "1st insert us", "{:.0f}"), ("seed_1000_us", "1000x us", "{:.0f}"),
+            ("mixed_us", "CPU+IO us", "{:.0f}"), ("startup_ms", "start-up ms", "{:.0f}"),
+            ("peak_rss_mb", "peak RSS MB", "{:.0f}")))

@@ -10,24 +10,27 @@ must be the right row; a run with any non-2xx answer or socket error, or a wrong
 sample, is an error, never a figure.
 """
 
+from __future__ import annotations
+
+import argparse
+import functools
 import json
 import os
 import random
 import urllib.request
+from typing import Optional
 
 import adb.sync
 
-from .. import load
+from .. import load, webroster
+from ..report import Field, Summary, line_chart
+from ..sql import placeholder
+from ..systems.common import Figures, Options
 from ..webapps import WORLD_ROWS
-from ..webserver import WebServer, free_port, running
+from ..webroster import WebServer, free_port, running
+from .base import Progress, Scenario, WrongResult
 
-NAME = "web"
-SEED = "002"
-DESCRIPTION = "a Tornado app under HTTP load: one row per request, JSON (seed 002, part B)"
-TABLE = None  # no row count to follow: the progress bar moves per load level
-MIN_CONNECTIONS = None
 SAMPLES = 25
-BASELINES = ()
 
 _PG, _MY = ("postgresql",), ("mysql",)
 ROSTER = {s.name: s for s in [
@@ -54,7 +57,7 @@ ROSTER = {s.name: s for s in [
 ]}
 
 
-def add_arguments(group):
+def add_arguments(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--duration", type=int, default=10,
                        help="web: whole seconds of load per concurrency level (10)")
     group.add_argument("--connections", default="16,64,256",
@@ -63,7 +66,7 @@ def add_arguments(group):
                        help="web: N of the multi-process servers (the CPU count)")
 
 
-def levels(options):
+def levels(options: Options) -> list[int]:
     try:
         values = [int(c) for c in str(options.get("connections", "16,64,256")).split(",")]
     except ValueError:
@@ -73,48 +76,41 @@ def levels(options):
     return values
 
 
-def fields(options):
+def fields(options: Options) -> tuple[Field, ...]:
     """requests/s at each level (the highest first: the headline), then p99 latency."""
     ordered = sorted(levels(options), reverse=True)
     return (tuple((f"rps_c{c}", f"req/s @{c}", "{:,.0f}") for c in ordered)
             + tuple((f"p99_ms_c{c}", f"p99 ms @{c}", "{:.1f}") for c in ordered))
 
 
-def progress_total(rows, options):
+def progress_total(rows: int, options: Options) -> int:
     return len(levels(options))
 
 
-def unavailable_reason():
+def unavailable_reason() -> Optional[str]:
     """Why no server can be loaded here (wrk missing), or None."""
     return load.missing("wrk")
 
 
-def tools():
-    """The load tool, and what changes a Python web server's answer: uvloop and
-    httptools (uvicorn uses them when installed), access logs (off here)."""
-    import importlib.util
-    return {"wrk": load.version("wrk"), "access_logs": "off",
-            **{m: importlib.util.find_spec(m) is not None for m in ("uvloop", "httptools")}}
-
-
-def prepare(url, rows):
+def prepare(url: str, rows: int) -> None:
     """The TechEmpower table: ids 1..10,000, a random number 1..10,000 each."""
     with adb.sync.Database(url, pool_size=1) as db:
         db.runOperation("drop table if exists world")
         db.runOperation("create table world (id int not null primary key, "
                         "randomnumber int not null)")
-        mark = "?" if db.paramstyle == "qmark" else "%s"
+        mark = placeholder(db.paramstyle)
         db.runMany(f"insert into world (id, randomnumber) values ({mark}, {mark})",
                    [(i, random.randint(1, WORLD_ROWS)) for i in range(1, WORLD_ROWS + 1)])
 
 
-def launch(name, url, pool_size, options, progress=None):
+def launch(name: str, url: str, pool_size: int, options: Options,
+           progress: Optional[Progress] = None) -> Figures:
     """Start server ``name``, check samples, load it level by level, stop it."""
     server = ROSTER[name]
     duration = int(options.get("duration", 10))
     config = server.config(url, pool_size, int(options.get("processes", 1)), free_port())
     expected = _table(url)
-    figures = {"processes": config["processes"]}
+    figures: Figures = {"processes": config["processes"]}
     with running(config, "/db?id=1") as base:
         figures["sampled_ok"], figures["sampled_bad"] = _sample(base, expected)
         load.wrk(base + "/db", min(8, min(levels(options))), 1)  # primer
@@ -133,9 +129,8 @@ def launch(name, url, pool_size, options, progress=None):
     return figures
 
 
-def verify(url, rows, figures=None):
+def verify(url: str, rows: int, figures: Optional[Figures] = None) -> None:
     """Every answer 2xx, no socket errors, every sampled body the right row."""
-    from . import WrongResult
     if figures is None:
         return
     errors = {k: v for k, v in figures.items()
@@ -147,9 +142,8 @@ def verify(url, rows, figures=None):
                           "were not the row asked for")
 
 
-def plot(path, summary, title, options):
+def plot(path: str, summary: Summary, title: str, options: Options) -> None:
     """Requests/s against connections, one line per server (median; bars min-max)."""
-    from ..report import line_chart
     xs = levels(options)
     lines = {name: [(c, entry[f"rps_c{c}"]) for c in xs] for name, entry in summary.items()
              if all(f"rps_c{c}" in entry for c in xs)}
@@ -157,12 +151,12 @@ def plot(path, summary, title, options):
                "requests/s (median; bars min-max)", log_base=2)
 
 
-def _table(url):
+def _table(url: str) -> dict[int, int]:
     with adb.sync.Database(url, pool_size=1) as db:
         return dict(db.runQuery("select id, randomnumber from world"))
 
 
-def _sample(base, expected):
+def _sample(base: str, expected: dict[int, int]) -> tuple[int, int]:
     ok = bad = 0
     for row_id in random.sample(range(1, WORLD_ROWS + 1), SAMPLES):
         with urllib.request.urlopen(f"{base}/db?id={row_id}", timeout=10) as response:
@@ -172,3 +166,12 @@ def _sample(base, expected):
         else:
             bad += 1
     return ok, bad
+
+
+SCENARIO = Scenario(
+    name="web", seed="002",
+    description="a Tornado app under HTTP load: one row per request, JSON (seed 002, part B)",
+    prepare=prepare, launch=launch, verify=verify, roster=ROSTER, baselines=(),
+    add_arguments=add_arguments, fields_for=fields, progress_total=progress_total,
+    unavailable_reason=unavailable_reason, tools=functools.partial(webroster.tools, "wrk"),
+    plot=plot)

@@ -7,20 +7,17 @@ the seed ran it; ``--repeat`` gives the rounds. Any failed or non-2xx answer mak
 the run an error.
 """
 
+from __future__ import annotations
+
+import argparse
+import functools
 import os
+from typing import Optional
 
-from .. import load
-from ..webserver import WebServer, free_port, running
-
-NAME = "web-hello"
-SEED = "002"
-DESCRIPTION = "hello world under ab -n 1000 -c 10, no keep-alive (seed 002, part A)"
-TABLE = None
-USES_DATABASE = False
-MIN_CONNECTIONS = None
-BASELINES = ("tornado",)
-FIELDS = (("requests_per_s", "req/s", "{:,.0f}"), ("p50_ms", "p50 ms", "{:.0f}"),
-          ("p99_ms", "p99 ms", "{:.0f}"))
+from .. import load, webroster
+from ..systems.common import Figures, Options
+from ..webroster import WebServer, free_port, running
+from .base import Progress, Scenario, WrongResult
 
 ROSTER = {s.name: s for s in [
     WebServer("tornado", "Tornado, app.listen(): one process", "tornado"),
@@ -30,7 +27,7 @@ ROSTER = {s.name: s for s in [
 ]}
 
 
-def add_arguments(group):
+def add_arguments(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--requests", type=int, default=1000,
                        help="web-hello: ab's -n, requests per run (1000, as the seed)")
     group.add_argument("--concurrency", type=int, default=10,
@@ -39,25 +36,20 @@ def add_arguments(group):
                        help="web-hello: N of the multi-process servers (the CPU count)")
 
 
-def unavailable_reason():
+def unavailable_reason() -> Optional[str]:
     return load.missing("ab")
 
 
-def tools():
-    import importlib.util
-    return {"ab": load.version("ab"), "access_logs": "off",
-            **{m: importlib.util.find_spec(m) is not None for m in ("uvloop", "httptools")}}
-
-
-def progress_total(rows, options):
+def progress_total(rows: int, options: Options) -> int:
     return 1
 
 
-def prepare(url, rows):
+def prepare(url: str, rows: int) -> None:
     """Nothing: hello world touches no database."""
 
 
-def launch(name, url, pool_size, options, progress=None):
+def launch(name: str, url: str, pool_size: int, options: Options,
+           progress: Optional[Progress] = None) -> Figures:
     config = ROSTER[name].config(url, pool_size, int(options.get("workers", 1)), free_port())
     with running(config, "/plaintext") as base:
         load.ab(base + "/plaintext", 100, 10)  # warm-up
@@ -69,8 +61,17 @@ def launch(name, url, pool_size, options, progress=None):
     return figures
 
 
-def verify(url, rows, figures=None):
-    from . import WrongResult
+def verify(url: str, rows: int, figures: Optional[Figures] = None) -> None:
     if figures and (figures.get("failed") or figures.get("non_2xx")):
         raise WrongResult(f"{figures.get('failed')} failed and {figures.get('non_2xx')} "
                           "non-2xx answers")
+
+
+SCENARIO = Scenario(
+    name="web-hello", seed="002",
+    description="hello world under ab -n 1000 -c 10, no keep-alive (seed 002, part A)",
+    prepare=prepare, launch=launch, verify=verify, roster=ROSTER, uses_database=False,
+    baselines=("tornado",), add_arguments=add_arguments, progress_total=progress_total,
+    unavailable_reason=unavailable_reason, tools=functools.partial(webroster.tools, "ab"),
+    fields=(("requests_per_s", "req/s", "{:,.0f}"), ("p50_ms", "p50 ms", "{:.0f}"),
+            ("p99_ms", "p99 ms", "{:.0f}")))

@@ -1,40 +1,90 @@
 """Systems under test: what a user would pick to do the same work.
 
-A system is an *opener* in a *world*: ``opener(spec, world, min_size)`` is an async
-context manager that connects in the system's own world (an asyncio loop, a
+A system is an *opener* in a *world*: ``System.open(spec, world, min_size)`` is an
+async context manager that connects in the system's own world (an asyncio loop, a
 Tornado IOLoop, a Twisted reactor, plain threads; see ``benchmarks.worlds``) and
 yields its ``Calls``. Every scenario is written once over those calls, so a new
 scenario needs nothing here. A system that cannot be an opener (a C client that
 runs its own program) names a ``runner`` per scenario instead. A system that
 cannot run here is reported with the reason.
+
+A new system is one ``System`` line below, and its opener (a function in one of
+the modules here, or a new module beside them).
 """
+
+from __future__ import annotations
 
 import dataclasses
 import importlib.util
 import shutil
-from typing import Mapping, Union
+from typing import AsyncContextManager, Callable, Mapping, Optional, Protocol, Union
+
+from ..worlds import World
+from . import (adb_fronts, asyncio_drivers, cclients, mongo_clients, threads, twisted_pools,
+               txmysql_role)
+from .common import Calls, Figures, MongoCalls, MongoOpener, Opener, RunSpec
+
+ALL = ("postgresql", "mysql", "sqlite")
+SERVERS = ("postgresql", "mysql")
+#: the optional calls (``Calls.many``, ``Calls.transaction``) a scenario may count on
+MANY, TRANSACTION = "many", "transaction"
+BOTH = (MANY, TRANSACTION)
+#: ``run(spec, table)``: a scenario run by a program of the system's own (the C
+#: clients), inserting into the scenario's table; returns the run's figures
+Runner = Callable[[RunSpec, str], Figures]
+
+
+class Entrant(Protocol):
+    """A row of a scenario's roster, as the CLI, the harness and the report see it:
+    a ``System``, or a web scenario's server (``benchmarks.webroster.WebServer``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def label(self) -> str: ...
+
+    @property
+    def kinds(self) -> tuple[str, ...]: ...
+
+    @property
+    def note(self) -> str: ...
+
+    def unavailable(self, kind: str, scenario: str = ...) -> Optional[str]: ...
 
 
 @dataclasses.dataclass(frozen=True)
 class System:
+    """One system: its opener (or runners), its world, and what it needs here."""
+
     name: str
     label: str
-    kinds: tuple            # "postgresql", "mysql", "sqlite"; "mongodb" (MONGO_SYSTEMS)
-    opener: str = ""        # "benchmarks.systems.module:open_x"
+    kinds: tuple[str, ...]  # "postgresql", "mysql", "sqlite"; "mongodb" (MONGO_SYSTEMS)
+    opener: Optional[Union[Opener, MongoOpener]] = None
     world: Union[str, Mapping[str, str]] = "asyncio"  # or {kind: world}
-    requires: tuple = ()    # importable modules
-    programs: tuple = ()    # executables on PATH, "{kind}" filled in
+    requires: tuple[str, ...] = ()  # importable modules
+    programs: tuple[str, ...] = ()  # executables on PATH, "{kind}" filled in
     note: str = ""
-    runners: Mapping[str, str] = dataclasses.field(default_factory=dict)  # scenario -> "m:f"
+    runners: Mapping[str, Runner] = dataclasses.field(default_factory=dict)  # by scenario
+    optional_calls: tuple[str, ...] = ()  # MANY, TRANSACTION: what bigdata's switches need
 
-    def world_for(self, kind):
+    def world_for(self, kind: str) -> str:
         return self.world if isinstance(self.world, str) else self.world[kind]
 
-    def unavailable(self, kind, scenario="parallel-insert"):
+    def open(self, spec: RunSpec, world: World,
+             min_size: Optional[int]) -> AsyncContextManager[Union[Calls, MongoCalls]]:
+        """The opener's context: connect in ``world`` (``min_size`` connections up
+        front; None: all), give the calls, close on the way out."""
+        if self.opener is None:
+            raise ValueError(f"{self.name} has no opener: it runs {', '.join(self.runners)} "
+                             "with a program of its own")
+        return self.opener(spec, world, min_size)
+
+    def unavailable(self, kind: str, scenario: str = "parallel-insert") -> Optional[str]:
         """None if this system can run ``scenario`` against ``kind`` here, else why."""
         if kind not in self.kinds:
             return f"does not talk to {kind}"
-        if not self.opener and scenario not in self.runners:
+        if self.opener is None and scenario not in self.runners:
             return f"has no {scenario} runner"
         for module in self.requires:
             if importlib.util.find_spec(module) is None:
@@ -45,82 +95,80 @@ class System:
         return None
 
 
-_M = "benchmarks.systems"
-ALL = ("postgresql", "mysql", "sqlite")
-SERVERS = ("postgresql", "mysql")
-
 SYSTEMS = {s.name: s for s in [
-    System("adb-asyncio", "adb, asyncio", ALL, f"{_M}.adb_fronts:open_asyncio"),
-    System("adb-tornado", "adb, Tornado", ALL, f"{_M}.adb_fronts:open_tornado", "tornado",
-           requires=("tornado",)),
-    System("adb-twisted", "adb, Twisted (default reactor)", ALL, f"{_M}.twisted_pools:open_adb",
-           "twisted", requires=("twisted",)),
+    System("adb-asyncio", "adb, asyncio", ALL, adb_fronts.open_asyncio, optional_calls=BOTH),
+    System("adb-tornado", "adb, Tornado", ALL, adb_fronts.open_tornado, "tornado",
+           requires=("tornado",), optional_calls=BOTH),
+    System("adb-twisted", "adb, Twisted (default reactor)", ALL, twisted_pools.open_adb,
+           "twisted", requires=("twisted",), optional_calls=(MANY,)),
     System("adb-twisted-asyncio", "adb, Twisted (asyncio reactor)", ALL,
-           f"{_M}.twisted_pools:open_adb", "twisted-asyncio", requires=("twisted",)),
+           twisted_pools.open_adb, "twisted-asyncio", requires=("twisted",),
+           optional_calls=(MANY,)),
     System("adb-asyncio-autobatch", "adb, asyncio, autobatch=64 (group commit)", ALL,
-           f"{_M}.adb_fronts:open_asyncio_autobatch",
+           adb_fronts.open_asyncio_autobatch,
            note="standalone runOperation calls queued together run as one unit"),
     System("adb-tornado-autobatch", "adb, Tornado, autobatch=64", ALL,
-           f"{_M}.adb_fronts:open_tornado_autobatch", "tornado", requires=("tornado",)),
+           adb_fronts.open_tornado_autobatch, "tornado", requires=("tornado",)),
     System("adb-twisted-autobatch", "adb's adbapi drop-in, cp_autobatch=64", ALL,
-           f"{_M}.twisted_pools:open_adb_autobatch", "twisted", requires=("twisted",)),
+           twisted_pools.open_adb_autobatch, "twisted", requires=("twisted",)),
     System("adb-sync", "adb, sync front-end from pool_size threads", ALL,
-           f"{_M}.adb_fronts:open_sync", "blocking"),
-    System("adbapi", "Twisted adbapi, same driver", ALL, f"{_M}.twisted_pools:open_adbapi",
+           adb_fronts.open_sync, "blocking", optional_calls=BOTH),
+    System("adbapi", "Twisted adbapi, same driver", ALL, twisted_pools.open_adbapi,
            "twisted", requires=("twisted",), note="begin/insert/commit per call, as adbapi does"),
     System("adbapi-asyncio", "Twisted adbapi on the asyncio reactor", ALL,
-           f"{_M}.twisted_pools:open_adbapi", "twisted-asyncio", requires=("twisted",)),
+           twisted_pools.open_adbapi, "twisted-asyncio", requires=("twisted",)),
     System("adbapi-autocommit", "Twisted adbapi, driver in autocommit (cp_openfun)", SERVERS,
-           f"{_M}.twisted_pools:open_adbapi_autocommit", "twisted", requires=("twisted",),
+           twisted_pools.open_adbapi_autocommit, "twisted", requires=("twisted",),
            note="adbapi tuned: one round trip per insert, like adb"),
-    System("threads", "plain blocking threads, same driver", ALL, f"{_M}.threads:open_threads",
-           "blocking"),
+    System("threads", "plain blocking threads, same driver", ALL, threads.open_threads,
+           "blocking", optional_calls=BOTH),
     System("dbutils", "threads over DBUtils' PooledDB, same driver", ALL,
-           f"{_M}.threads:open_dbutils", "blocking", requires=("dbutils",),
+           threads.open_dbutils, "blocking", requires=("dbutils",), optional_calls=BOTH,
            note="the classic threaded pool: a connection checked out per call"),
     System("gevent", "gevent greenlets, the driver made cooperative (psycogreen / patched "
-           "sockets)", SERVERS, f"{_M}.threads:open_threads", "gevent",
-           requires=("gevent", "psycogreen"), note="one connection per greenlet"),
+           "sockets)", SERVERS, threads.open_threads, "gevent",
+           requires=("gevent", "psycogreen"), optional_calls=BOTH,
+           note="one connection per greenlet"),
     System("executor", "asyncio run_in_executor, a thread pool of the same driver", ALL,
-           f"{_M}.asyncio_drivers:open_executor",
+           asyncio_drivers.open_executor,
            note="one future and one loop wake-up per call: the naive hand-off"),
     System("txmysql-role", "txMySQL's role: aiomysql on Twisted's asyncio reactor (MariaDB), "
-           "txpostgres (PostgreSQL)", SERVERS, f"{_M}.txmysql_role:open_role",
+           "txpostgres (PostgreSQL)", SERVERS, txmysql_role.open_role,
            {"mysql": "twisted-asyncio", "postgresql": "twisted"},
            requires=("twisted", "aiomysql", "txpostgres"),
            note="txMySQL is Python 2 only and unpublished: its successors stand in"),
-    System("asyncpg", "asyncpg pool", ("postgresql",), f"{_M}.asyncio_drivers:open_asyncpg",
-           requires=("asyncpg",)),
-    System("aiopg", "aiopg pool", ("postgresql",), f"{_M}.asyncio_drivers:open_aiopg",
+    System("asyncpg", "asyncpg pool", ("postgresql",), asyncio_drivers.open_asyncpg,
+           requires=("asyncpg",), optional_calls=(MANY,)),
+    System("aiopg", "aiopg pool", ("postgresql",), asyncio_drivers.open_aiopg,
            requires=("aiopg",)),
     System("psycopg3", "psycopg 3 AsyncConnectionPool (autocommit)", ("postgresql",),
-           f"{_M}.asyncio_drivers:open_psycopg3", requires=("psycopg", "psycopg_pool")),
+           asyncio_drivers.open_psycopg3, requires=("psycopg", "psycopg_pool")),
     System("aiomysql", "aiomysql pool (autocommit)", ("mysql",),
-           f"{_M}.asyncio_drivers:open_aiomysql", requires=("aiomysql",)),
+           asyncio_drivers.open_aiomysql, requires=("aiomysql",), optional_calls=(MANY,)),
     System("c-client", "the limit: pgbench / mysqlslap, same inserts and concurrency", SERVERS,
            programs=("pgbench", "mysqlslap"), note="C clients; keys from a server-side sequence",
-           runners={"parallel-insert": f"{_M}.cclients:run"}),
+           runners={"parallel-insert": cclients.run}),
 ]}
 
 #: MongoDB's clients, for the MongoDB scenarios (their ``ROSTER``); the figures come
 #: from whatever answers the mongodb:// URL, usually the stand-in of .ci/start-mongo
 MONGO = ("mongodb",)
 MONGO_SYSTEMS = {s.name: s for s in [
-    System("pymongo", "PyMongo, blocking (MongoClient)", MONGO, f"{_M}.mongo_clients:open_pymongo",
+    System("pymongo", "PyMongo, blocking (MongoClient)", MONGO, mongo_clients.open_pymongo,
            "blocking", requires=("pymongo",)),
     System("motor-asyncio", "Motor on asyncio (AsyncIOMotorClient)", MONGO,
-           f"{_M}.mongo_clients:open_motor", requires=("motor",),
+           mongo_clients.open_motor, requires=("motor",),
            note="PyMongo on Motor's thread pool, a future per call; deprecated since 2025-05-14"),
     System("motor-tornado", "Motor on Tornado's IOLoop (MotorClient)", MONGO,
-           f"{_M}.mongo_clients:open_motor", "tornado", requires=("motor", "tornado")),
+           mongo_clients.open_motor, "tornado", requires=("motor", "tornado")),
     System("pymongo-async", "PyMongo's native asyncio client (AsyncMongoClient)", MONGO,
-           f"{_M}.mongo_clients:open_async_client", requires=("pymongo",),
+           mongo_clients.open_async_client, requires=("pymongo",),
            note="no threads: Motor's successor"),
     System("executor", "PyMongo through asyncio's run_in_executor", MONGO,
-           f"{_M}.mongo_clients:open_executor", requires=("pymongo",),
+           mongo_clients.open_executor, requires=("pymongo",),
            note="as many threads as Motor's pool; one loop wake-up per call"),
     System("pymongo-batched", "PyMongo on threads, results handed back in batches (adb's "
-           "BatchedHandback)", MONGO, f"{_M}.mongo_clients:open_batched", requires=("pymongo",),
+           "BatchedHandback)", MONGO, mongo_clients.open_batched, requires=("pymongo",),
            note="as many threads as Motor's pool; one loop wake-up per batch"),
 ]}
 

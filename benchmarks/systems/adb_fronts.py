@@ -5,46 +5,63 @@ yields the system's ``Calls``; adb opens all pool_size connections at start
 whatever ``min_size`` says.
 """
 
+from __future__ import annotations
+
 import contextlib
 import importlib
+from typing import Any, AsyncIterator, Awaitable, Callable, Optional
 
-from .common import Calls, Unit
+from ..worlds import Done, World
+from .common import Calls, Opener, RunSpec, TxCalls
+
+#: an adb Database of any front-end: its methods return futures, Deferreds or values
+AnyDatabase = Any
+#: what makes a front-end's result awaitable: nothing for the awaitable front-ends,
+#: ``Done`` for the sync one
+Settle = Callable[[Any], Awaitable[Any]]
 
 
-def _calls(db, world, settle=None):
+def _as_is(value: Awaitable[Any]) -> Awaitable[Any]:
+    return value
+
+
+def _calls(db: AnyDatabase, world: World, settle: Optional[Settle] = None) -> Calls:
     """The Database's calls, its own methods where they return futures (nothing
     added per call); ``settle`` makes the sync front-end's plain values awaitable
     (``Done``)."""
-    def call(method):
+    def call(method: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
         if settle is None:
             return method
         return lambda *args, **kwargs: settle(method(*args, **kwargs))
-    settled = settle or (lambda value: value)
-
-    @contextlib.asynccontextmanager
-    async def unit():
-        tx = await settled(db.beginTransaction())
-        committed = False
-        try:
-            yield Unit(lambda sql, params=None: settled(db.runOperation(sql, params, tx)),
-                       lambda sql, params=None: settled(db.runQuery(sql, params, tx)),
-                       lambda sql, seq: settled(db.runMany(sql, seq, tx)))
-            await settled(db.commitTransaction(tx))
-            committed = True
-        finally:
-            if not committed:
-                await settled(db.rollbackTransaction(tx))
     return Calls(execute=call(db.runOperation), query=call(db.runQuery), world=world,
-                 paramstyle=db.paramstyle, stats=db.stats, many=call(db.runMany), unit=unit)
+                 paramstyle=db.paramstyle, stats=db.stats, many=call(db.runMany),
+                 transaction=lambda: _transaction(db, settle or _as_is))
 
 
-def _awaitable_front_end(module, **options):
+@contextlib.asynccontextmanager
+async def _transaction(db: AnyDatabase, settled: Settle) -> AsyncIterator[TxCalls]:
+    """beginTransaction, the calls on it, commitTransaction (rollbackTransaction if
+    the block fails)."""
+    tx = await settled(db.beginTransaction())
+    committed = False
+    try:
+        yield TxCalls(lambda sql, params=None: settled(db.runOperation(sql, params, tx)),
+                      lambda sql, params=None: settled(db.runQuery(sql, params, tx)),
+                      lambda sql, seq: settled(db.runMany(sql, seq, tx)))
+        await settled(db.commitTransaction(tx))
+        committed = True
+    finally:
+        if not committed:
+            await settled(db.rollbackTransaction(tx))
+
+
+def _awaitable_front_end(module: str, **options: Any) -> Opener:
     """The opener of the front-end in ``module`` whose calls return futures;
     ``options`` go to its Database."""
     @contextlib.asynccontextmanager
-    async def opener(spec, world, min_size):
-        db = importlib.import_module(module).Database(spec.url, pool_size=spec.pool_size,
-                                                      **options)
+    async def opener(spec: RunSpec, world: World, min_size: Optional[int]) -> AsyncIterator[Calls]:
+        front_end: Any = importlib.import_module(module)
+        db = front_end.Database(spec.url, pool_size=spec.pool_size, **options)
         try:
             yield _calls(db, world)
         finally:
@@ -62,11 +79,9 @@ open_tornado_autobatch = _awaitable_front_end("adb.tornado", autobatch=AUTOBATCH
 
 
 @contextlib.asynccontextmanager
-async def open_sync(spec, world, min_size):
+async def open_sync(spec: RunSpec, world: World, min_size: Optional[int]) -> AsyncIterator[Calls]:
     """The sync front-end, called from the blocking world's pool_size threads."""
     import adb.sync
-
-    from ..worlds import Done
     db = adb.sync.Database(spec.url, pool_size=spec.pool_size)
     try:
         yield _calls(db, world, Done)

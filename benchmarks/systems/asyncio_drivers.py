@@ -6,32 +6,43 @@ in autocommit: one round trip per insert, as adb. Each ``open_*`` opener yields
 the pool's ``Calls``.
 """
 
+from __future__ import annotations
+
 import asyncio
 import contextlib
+import functools
 import threading
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Optional
 
-from .common import Calls
+from ..worlds import World
+from .common import Calls, Connection, Many, RunSpec, connect
+
+#: ``execute(query, params=None, fetch=False)``: a statement's rows (fetch) or status
+Execute = Callable[[str, Any, bool], Awaitable[Any]]
+#: an asyncio driver's pool (asyncpg's, aiopg's, aiomysql's): untyped modules
+DriverPool = Any
 
 
-def _calls(world, execute, paramstyle="format", many=None):
+def _calls(world: World, execute: Execute, paramstyle: str = "format",
+           many: Optional[Many] = None) -> Calls:
     """Calls over one ``execute(query, params=None, fetch=False)`` function."""
-    return Calls(execute=lambda query, params=None: execute(query, params),
+    return Calls(execute=lambda query, params=None: execute(query, params, False),
                  query=lambda query, params=None: execute(query, params, True),
                  world=world, paramstyle=paramstyle, many=many)
 
 
-def _dsn(spec):
+def _dsn(spec: RunSpec) -> str:
     from psycopg2.extensions import make_dsn
     return make_dsn(**spec.connect_kwargs())
 
 
 @contextlib.asynccontextmanager
-async def open_asyncpg(spec, world, min_size):
+async def open_asyncpg(spec: RunSpec, world: World, min_size: Optional[int]) -> AsyncIterator[Calls]:
     import asyncpg
     pool = await asyncpg.create_pool(min_size=min_size or spec.pool_size, max_size=spec.pool_size,
                                      **spec.connect_kwargs())
 
-    def execute(query, params=None, fetch=False):
+    def execute(query: str, params: Any = None, fetch: bool = False) -> Awaitable[Any]:
         query = _dollar_placeholders(query)
         params = params or ()
         return pool.fetch(query, *params) if fetch else pool.execute(query, *params)
@@ -42,7 +53,7 @@ async def open_asyncpg(spec, world, min_size):
         await pool.close()
 
 
-def _dollar_placeholders(query):
+def _dollar_placeholders(query: str) -> str:
     """``%s`` placeholders numbered as asyncpg wants them: ``$1, $2, ...``."""
     parts = query.split("%s")
     return "".join(part + (f"${i}" if i < len(parts) else "")
@@ -50,17 +61,18 @@ def _dollar_placeholders(query):
 
 
 @contextlib.asynccontextmanager
-async def open_aiopg(spec, world, min_size):
+async def open_aiopg(spec: RunSpec, world: World, min_size: Optional[int]) -> AsyncIterator[Calls]:
     import aiopg
     pool = await aiopg.create_pool(_dsn(spec), minsize=min_size or spec.pool_size,
                                    maxsize=spec.pool_size)
 
-    async def execute(query, params=None, fetch=False):
+    async def execute(query: str, params: Any = None, fetch: bool = False) -> Any:
         async with pool.acquire() as conn:
             async with conn.cursor() as cur:
                 await cur.execute(query, params)
                 if fetch:
                     return await cur.fetchall()
+        return None
     try:
         yield _calls(world, execute)
     finally:
@@ -69,25 +81,27 @@ async def open_aiopg(spec, world, min_size):
 
 
 @contextlib.asynccontextmanager
-async def open_psycopg3(spec, world, min_size):
+async def open_psycopg3(spec: RunSpec, world: World,
+                        min_size: Optional[int]) -> AsyncIterator[Calls]:
     from psycopg_pool import AsyncConnectionPool
     pool = AsyncConnectionPool(_dsn(spec), min_size=min_size or spec.pool_size,
                                max_size=spec.pool_size,
                                kwargs={"autocommit": True}, open=False)
     await pool.open(wait=True)
 
-    async def execute(query, params=None, fetch=False):
+    async def execute(query: str, params: Any = None, fetch: bool = False) -> Any:
         async with pool.connection() as conn:
             cur = await conn.execute(query, params)
             if fetch:
                 return await cur.fetchall()
+        return None
     try:
         yield _calls(world, execute)
     finally:
         await pool.close()
 
 
-def aiomysql_pool(spec, min_size=None):
+def aiomysql_pool(spec: RunSpec, min_size: Optional[int] = None) -> Awaitable[DriverPool]:
     import aiomysql
     kw = spec.connect_kwargs()
     kw["db"] = kw.pop("database", None)
@@ -96,44 +110,45 @@ def aiomysql_pool(spec, min_size=None):
                                 maxsize=spec.pool_size, autocommit=True, **kw)
 
 
-async def aiomysql_many(pool, query, seq_of_params):
+async def aiomysql_many(pool: DriverPool, query: str, seq_of_params: Iterable[Any]) -> Any:
     async with pool.acquire() as conn:
         async with conn.cursor() as cur:
             return await cur.executemany(query, seq_of_params)
 
 
-async def aiomysql_execute(pool, query, params=None, fetch=False):
+async def aiomysql_execute(pool: DriverPool, query: str, params: Any = None,
+                           fetch: bool = False) -> Any:
     async with pool.acquire() as conn:
         async with conn.cursor() as cur:
             await cur.execute(query, params)
             if fetch:
                 return await cur.fetchall()
+    return None
 
 
 @contextlib.asynccontextmanager
-async def open_aiomysql(spec, world, min_size):
+async def open_aiomysql(spec: RunSpec, world: World,
+                        min_size: Optional[int]) -> AsyncIterator[Calls]:
     pool = await aiomysql_pool(spec, min_size)
     try:
-        yield _calls(world, lambda query, params=None, fetch=False:
-                     aiomysql_execute(pool, query, params, fetch),
-                     many=lambda query, seq: aiomysql_many(pool, query, seq))
+        yield _calls(world, functools.partial(aiomysql_execute, pool),
+                     many=functools.partial(aiomysql_many, pool))
     finally:
         pool.close()
         await pool.wait_closed()
 
 
 @contextlib.asynccontextmanager
-async def open_executor(spec, world, min_size):
+async def open_executor(spec: RunSpec, world: World,
+                        min_size: Optional[int]) -> AsyncIterator[Calls]:
     """What you would write without adb: ``loop.run_in_executor`` on a
     ``ThreadPoolExecutor`` of pool_size threads, each opening its own connection
     on first use. One concurrent future and one loop wake-up per call (Motor's
     design): the floor for the cost of handing a blocking call to a thread."""
     from concurrent.futures import ThreadPoolExecutor
+    local, opened = threading.local(), list[Connection]()
 
-    from .common import connect
-    local, opened = threading.local(), []
-
-    def run(query, params, fetch):
+    def run(query: str, params: Any, fetch: bool) -> Any:
         cursor = getattr(local, "cursor", None)
         if cursor is None:
             opened.append(connect(spec))
@@ -146,8 +161,9 @@ async def open_executor(spec, world, min_size):
     loop = asyncio.get_running_loop()
     try:
         with ThreadPoolExecutor(spec.pool_size) as executor:
-            yield _calls(world, lambda query, params=None, fetch=False: loop.run_in_executor(
-                executor, run, query, params, fetch), spec.paramstyle())
+            def submit(query: str, params: Any, fetch: bool) -> Awaitable[Any]:
+                return loop.run_in_executor(executor, run, query, params, fetch)
+            yield _calls(world, submit, spec.paramstyle())
     finally:
         for conn in opened:
             conn.close()

@@ -1,13 +1,26 @@
-"""What a system's opener gets (``RunSpec``) and gives (``Calls``), and helpers
-the openers share."""
+"""What a system's opener gets (``RunSpec``) and gives (``Calls``, ``MongoCalls``),
+and helpers the openers share."""
+
+from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, NamedTuple, Optional
+import importlib
+from typing import Any, AsyncContextManager, Awaitable, Callable, Iterable, Optional, Protocol
 
 from adb.url import parse_url
 
+from ..worlds import World
 
-def kind_of(url):
+#: a run's figures, as the JSON report holds them: numbers mostly, a list of report
+#: lines (iibench), a path or a name (bigdata's census file, the C client's name)
+Figures = dict[str, Any]
+#: a scenario's own options (``--duration``, ``--modes``...), as argparse parsed them
+Options = dict[str, Any]
+#: a driver's rows, or a MongoDB document: whatever the driver returns (untyped)
+Result = Any
+
+
+def kind_of(url: str) -> str:
     """The server family of ``url``: postgresql, mysql, sqlite, or mongodb (which
     adb does not talk to: the MongoDB scenarios measure MongoDB's own clients)."""
     from ..mongo import SCHEME, is_mongo
@@ -22,26 +35,43 @@ class RunSpec:
     url: str
     rows: int
     pool_size: int
-    options: dict = dataclasses.field(default_factory=dict, hash=False)  # the scenario's own
+    options: Options = dataclasses.field(default_factory=dict, hash=False)  # the scenario's own
 
     @property
-    def target(self):
-        return parse_url(self.url)
-
-    @property
-    def kind(self):
+    def kind(self) -> str:
         return kind_of(self.url)
 
     @property
-    def driver(self):
-        return self.target.driver
+    def driver(self) -> str:
+        """The DB-API module adb picks for the URL (``psycopg2``, ``pymysql``...)."""
+        return parse_url(self.url).driver
 
-    def connect_kwargs(self):
+    def connect_kwargs(self) -> dict[str, Any]:
         """Keywords for the driver module's own connect()."""
-        return dict(self.target.kwargs)
+        return dict(parse_url(self.url).kwargs)
 
-    def paramstyle(self):
+    def paramstyle(self) -> str:
         return "qmark" if self.kind == "sqlite" else "format"
+
+
+class Statement(Protocol):
+    """``execute(sql, params=None)`` or ``query(sql, params=None)``: a statement
+    sent, and what the world awaits for its result (a future, a Deferred, a ``Done``)."""
+
+    def __call__(self, sql: str, params: Any = None, /) -> Awaitable[Result]: ...
+
+
+#: ``many(sql, seq_of_params)``: the driver's executemany
+Many = Callable[[str, Iterable[Any]], Awaitable[Any]]
+
+
+@dataclasses.dataclass(frozen=True)
+class TxCalls:
+    """The calls of one transaction on one connection (``Calls.transaction()``)."""
+
+    execute: Statement
+    query: Statement
+    many: Many
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,36 +83,36 @@ class Calls:
     ``world`` is where they run (``benchmarks.worlds``): its ``map``, ``spawn``
     and ``channel`` are the scenario's concurrency; ``stats`` gives adb's pool
     figures where there is a pool to ask. Optional, where the system has them:
-    ``many(sql, seq_of_params)``, the driver's executemany, and ``unit()``, an
-    async context manager giving a ``Unit`` whose calls run in one transaction
-    on one connection, committed at the end (rolled back on an error).
+    ``many(sql, seq_of_params)``, the driver's executemany, and ``transaction()``,
+    an async context manager giving ``TxCalls`` that run in one transaction on one
+    connection, committed at the end (rolled back on an error).
     """
 
-    execute: Callable[..., Any]
-    query: Callable[..., Any]
-    world: Any
+    execute: Statement
+    query: Statement
+    world: World
     paramstyle: str
-    stats: Optional[Callable[[], dict]] = None
-    many: Optional[Callable[..., Any]] = None
-    unit: Optional[Callable[[], Any]] = None
+    stats: Optional[Callable[[], dict[str, Any]]] = None
+    many: Optional[Many] = None
+    transaction: Optional[Callable[[], AsyncContextManager[TxCalls]]] = None
 
-    def map(self, fn, items):
+    def map(self, fn: Callable[[Any], Awaitable[Any]], items: Iterable[Any]) -> Awaitable[list[Any]]:
         """``fn(item)`` for every item, as concurrently as the world allows."""
         return self.world.map(fn, items)
 
 
-class Unit(NamedTuple):
-    """The calls of one transaction on one connection (``Calls.unit()``)."""
+#: ``open_x(spec, world, min_size)``: a system's opener, an async context manager
+#: connecting in ``world`` (``min_size`` connections before the run; None: all) and
+#: giving the system's calls
+Opener = Callable[[RunSpec, World, Optional[int]], AsyncContextManager[Calls]]
 
-    execute: Callable[..., Any]
-    query: Callable[..., Any]
-    many: Callable[..., Any]
+#: a DB-API connection: the driver module's own object, untyped across drivers
+Connection = Any
 
 
-def connect(spec, autocommit=True):
+def connect(spec: RunSpec, autocommit: bool = True) -> Connection:
     """One plain driver connection (autocommit, as adb runs standalone statements)."""
-    import importlib
-    module = importlib.import_module(spec.driver)
+    module: Any = importlib.import_module(spec.driver)
     kwargs = spec.connect_kwargs()
     if spec.driver == "sqlite3":
         conn = module.connect(kwargs.pop("database"), timeout=30, isolation_level=None,
@@ -96,10 +126,14 @@ def connect(spec, autocommit=True):
     return conn
 
 
-def sqlite_settings(conn):
+def sqlite_settings(conn: Connection) -> None:
     """The settings adb uses on SQLite (WAL is stored in the file already), so that
     every system on SQLite pays for the same durability."""
     conn.execute("pragma synchronous=normal")
+
+
+#: a MongoDB document, as the drivers take and give it
+Document = dict[str, Any]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,12 +147,16 @@ class MongoCalls:
     the system has one.
     """
 
-    insert: Callable[..., Any]
-    find_one: Callable[..., Any]
-    find_all: Callable[..., Any]
-    ping: Callable[[], Any]
-    world: Any
-    stats: Optional[Callable[[], dict]] = None
+    insert: Callable[[str, Document], Awaitable[Any]]
+    find_one: Callable[[str, Document], Awaitable[Optional[Document]]]
+    find_all: Callable[[str, Document], Awaitable[list[Document]]]
+    ping: Callable[[], Awaitable[Any]]
+    world: World
+    stats: Optional[Callable[[], dict[str, Any]]] = None
 
-    def map(self, fn, items):
+    def map(self, fn: Callable[[Any], Awaitable[Any]], items: Iterable[Any]) -> Awaitable[list[Any]]:
         return self.world.map(fn, items)
+
+
+#: a MongoDB client's opener, as ``Opener`` but giving ``MongoCalls``
+MongoOpener = Callable[[RunSpec, World, Optional[int]], AsyncContextManager[MongoCalls]]

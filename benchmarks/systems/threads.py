@@ -4,22 +4,33 @@ caller (seed 001) it is the blocking driver alone. In the gevent world the same
 opener runs on greenlets, each with its own cooperative connection; the DBUtils
 opener puts ``PooledDB`` between the threads and the connections."""
 
+from __future__ import annotations
+
 import contextlib
 import threading
+from typing import Any, AsyncIterator, Callable, Iterable, Optional
 
-from ..worlds import Done
-from .common import Calls, Unit, connect
+from ..worlds import Done, World
+from .common import Calls, Connection, RunSpec, TxCalls, connect
+
+#: a DB-API cursor (untyped across drivers)
+Cursor = Any
+#: one of the three calls below, on a given cursor
+OnCursor = Callable[[Cursor, str, Any], Any]
 
 
 @contextlib.asynccontextmanager
-async def open_threads(spec, world, min_size):
+async def open_threads(spec: RunSpec, world: World,
+                       min_size: Optional[int]) -> AsyncIterator[Calls]:
+    """Each caller thread takes a connection of its own on its first call (one of
+    the ``min_size`` opened up front while they last, else a new one)."""
     spare = [connect(spec) for _ in range(spec.pool_size if min_size is None else min_size)]
     opened = list(spare)
-    owners = {}  # thread -> its connection
+    owners: dict[threading.Thread, Connection] = {}
     local = threading.local()
     lock = threading.Lock()
 
-    def cursor():
+    def cursor() -> Cursor:
         cur = getattr(local, "cursor", None)
         if cur is None:
             with lock:
@@ -32,23 +43,23 @@ async def open_threads(spec, world, min_size):
             cur = local.cursor = conn.cursor()
         return cur
 
-    def execute(sql, params=None):
+    def execute(sql: str, params: Any = None) -> Done[int]:
         return Done(_rowcount(cursor(), sql, params))
 
-    def query(sql, params=None):
+    def query(sql: str, params: Any = None) -> Done[Any]:
         return Done(_rows(cursor(), sql, params))
 
-    def many(sql, seq_of_params):
+    def many(sql: str, seq_of_params: Iterable[Any]) -> Done[int]:
         return Done(_many(cursor(), sql, seq_of_params))
     try:
         yield Calls(execute, query, world, spec.paramstyle(), many=many,
-                    unit=lambda: _transaction(cursor(), Unit(execute, query, many)))
+                    transaction=lambda: _transaction(cursor(), TxCalls(execute, query, many)))
     finally:
         for conn in opened:
             conn.close()
 
 
-def _left_by_an_ended_thread(owners):
+def _left_by_an_ended_thread(owners: dict[threading.Thread, Connection]) -> Optional[Connection]:
     """The connection of a caller thread that has ended (a scenario's second
     ``map`` starts new callers: bigdata's two phases), or None."""
     for thread, conn in list(owners.items()):
@@ -59,11 +70,11 @@ def _left_by_an_ended_thread(owners):
 
 
 @contextlib.asynccontextmanager
-async def _transaction(cur, unit):
+async def _transaction(cur: Cursor, calls: TxCalls) -> AsyncIterator[TxCalls]:
     """BEGIN ... COMMIT on this thread's own connection (it runs in autocommit)."""
     cur.execute("begin")
     try:
-        yield unit
+        yield calls
     except BaseException:
         cur.execute("rollback")
         raise
@@ -71,20 +82,21 @@ async def _transaction(cur, unit):
 
 
 @contextlib.asynccontextmanager
-async def open_dbutils(spec, world, min_size):
+async def open_dbutils(spec: RunSpec, world: World,
+                       min_size: Optional[int]) -> AsyncIterator[Calls]:
     """The classic threaded pool: DBUtils' ``PooledDB`` of pool_size connections
     (opened up front, autocommit), each call checking one out and back in;
-    ``unit()`` keeps one for a whole transaction. ``ping=0`` and ``reset=False``:
-    by default DBUtils pings at every checkout and rolls back at every return,
-    which on PyMySQL are two more round trips per call."""
+    ``transaction()`` keeps one for a whole transaction. ``ping=0`` and
+    ``reset=False``: by default DBUtils pings at every checkout and rolls back at
+    every return, which on PyMySQL are two more round trips per call."""
     from dbutils.pooled_db import PooledDB
     pool = PooledDB(lambda: connect(spec), mincached=spec.pool_size,
                     maxconnections=spec.pool_size, blocking=True, reset=False, ping=0)
 
-    def checked_out(run):
+    def checked_out(run: OnCursor) -> Callable[..., Done[Any]]:
         """A call that checks a connection out, runs ``run(cursor, sql, params)``
         and checks it back in."""
-        def call(sql, params=None):
+        def call(sql: str, params: Any = None) -> Done[Any]:
             conn = pool.connection()
             try:
                 with contextlib.closing(conn.cursor()) as cur:
@@ -94,25 +106,25 @@ async def open_dbutils(spec, world, min_size):
         return call
 
     @contextlib.asynccontextmanager
-    async def unit():
+    async def transaction() -> AsyncIterator[TxCalls]:
         conn = pool.connection()
         try:
             with contextlib.closing(conn.cursor()) as cur:
-                def on_cur(run):
+                def on_cur(run: OnCursor) -> Callable[..., Done[Any]]:
                     return lambda sql, params=None: Done(run(cur, sql, params))
-                async with _transaction(cur, Unit(on_cur(_rowcount), on_cur(_rows),
-                                                  on_cur(_many))) as calls:
+                async with _transaction(cur, TxCalls(on_cur(_rowcount), on_cur(_rows),
+                                                     on_cur(_many))) as calls:
                     yield calls
         finally:
             conn.close()
     try:
         yield Calls(checked_out(_rowcount), checked_out(_rows), world, spec.paramstyle(),
-                    many=checked_out(_many), unit=unit)
+                    many=checked_out(_many), transaction=transaction)
     finally:
         pool.close()
 
 
-def _execute(cur, sql, params):
+def _execute(cur: Cursor, sql: str, params: Any) -> Cursor:
     if params is None:
         cur.execute(sql)
     else:
@@ -120,14 +132,14 @@ def _execute(cur, sql, params):
     return cur
 
 
-def _rowcount(cur, sql, params):
+def _rowcount(cur: Cursor, sql: str, params: Any) -> int:
     return _execute(cur, sql, params).rowcount
 
 
-def _rows(cur, sql, params):
+def _rows(cur: Cursor, sql: str, params: Any) -> Any:
     return _execute(cur, sql, params).fetchall()
 
 
-def _many(cur, sql, seq_of_params):
+def _many(cur: Cursor, sql: str, seq_of_params: Iterable[Any]) -> int:
     cur.executemany(sql, seq_of_params)
     return cur.rowcount

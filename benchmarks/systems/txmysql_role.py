@@ -5,28 +5,32 @@ its row: on MariaDB, aiomysql driven from Twisted's asyncio reactor (each call a
 Deferred); on PostgreSQL, txpostgres (psycopg2's async mode on Twisted).
 """
 
-import contextlib
+from __future__ import annotations
 
-from .common import Calls
+import contextlib
+from typing import Any, AsyncIterator, Awaitable, Optional
+
+from ..worlds import World
+from .asyncio_drivers import aiomysql_execute, aiomysql_pool
+from .common import Calls, RunSpec
 
 
 @contextlib.asynccontextmanager
-async def open_role(spec, world, min_size):
+async def open_role(spec: RunSpec, world: World, min_size: Optional[int]) -> AsyncIterator[Calls]:
     opener = _aiomysql_on_twisted if spec.kind == "mysql" else _txpostgres
     async with opener(spec, world, min_size) as calls:
         yield calls
 
 
 @contextlib.asynccontextmanager
-async def _aiomysql_on_twisted(spec, world, min_size):
+async def _aiomysql_on_twisted(spec: RunSpec, world: World,
+                               min_size: Optional[int]) -> AsyncIterator[Calls]:
     import asyncio
 
     from twisted.internet import defer
 
-    from .asyncio_drivers import aiomysql_execute, aiomysql_pool
-
-    def deferred(coroutine):
-        return defer.Deferred.fromFuture(asyncio.ensure_future(coroutine))
+    def deferred(awaitable: Awaitable[Any]) -> defer.Deferred[Any]:
+        return defer.Deferred.fromFuture(asyncio.ensure_future(awaitable))
     pool = await deferred(aiomysql_pool(spec, min_size))
     try:
         yield Calls(
@@ -39,7 +43,7 @@ async def _aiomysql_on_twisted(spec, world, min_size):
 
 
 @contextlib.asynccontextmanager
-async def _txpostgres(spec, world, min_size):
+async def _txpostgres(spec: RunSpec, world: World, min_size: Optional[int]) -> AsyncIterator[Calls]:
     from psycopg2.extensions import make_dsn
     from txpostgres import txpostgres
     pool = txpostgres.ConnectionPool(None, make_dsn(**spec.connect_kwargs()),
