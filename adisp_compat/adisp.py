@@ -13,21 +13,29 @@ starts it at once and returns a future of its return value, so processes nest:
 one may ``yield`` another.
 """
 
+from __future__ import annotations
+
 import functools
 import inspect
 import sys
 import types
+from collections.abc import Callable, Generator
+from typing import TYPE_CHECKING, Any, TypeGuard, cast, overload
 
 from tornado import gen
 from tornado.concurrent import Future, future_set_exc_info, future_set_result_unless_cancelled
 from tornado.ioloop import IOLoop
 
+if TYPE_CHECKING:
+    from tornado.platform.asyncio import BaseAsyncIOLoop
+    from twisted.internet.defer import Deferred
 
-def process(func):
+
+def process(func: Callable[..., Any]) -> Callable[..., Future[Any]]:
     """Run the generator function ``func`` as an adisp process (see the module doc)."""
     @functools.wraps(func)
-    def start(*args, **kwargs):
-        result = Future()
+    def start(*args: Any, **kwargs: Any) -> Future[Any]:
+        result: Future[Any] = Future()
         try:
             generator = func(*args, **kwargs)
         except Exception as exc:
@@ -41,14 +49,22 @@ def process(func):
     return start
 
 
-def async_(func=None, *, cbname="callback"):
+@overload
+def async_(func: Callable[..., Any], *, cbname: str = ...) -> Callable[..., CallbackCall]: ...
+@overload
+def async_(func: None = ..., *, cbname: str = ...
+           ) -> Callable[[Callable[..., Any]], Callable[..., CallbackCall]]: ...
+
+
+def async_(func: Callable[..., Any] | None = None, *, cbname: str = "callback"
+           ) -> Callable[..., Any]:
     """Make a callback-style function yieldable: ``f(*args)`` then returns a call
     that a ``@process`` runs as ``func(*args, callback=cb)`` (the old ``@async``)."""
     if func is None:
         return functools.partial(async_, cbname=cbname)
 
     @functools.wraps(func)
-    def prepare(*args, **kwargs):
+    def prepare(*args: Any, **kwargs: Any) -> CallbackCall:
         return CallbackCall(func, args, kwargs, cbname)
     return prepare
 
@@ -56,21 +72,22 @@ def async_(func=None, *, cbname="callback"):
 class CallbackCall:
     """A callback-style call waiting to be started by a ``@process``."""
 
-    def __init__(self, func, args, kwargs, cbname="callback"):
+    def __init__(self, func: Callable[..., Any], args: tuple[Any, ...],
+                 kwargs: dict[str, Any], cbname: str = "callback") -> None:
         self.func, self.args, self.kwargs, self.cbname = func, args, kwargs, cbname
 
-    def __call__(self, callback):
+    def __call__(self, callback: Callable[..., Any]) -> Any:
         return self.func(*self.args, **{**self.kwargs, self.cbname: callback})
 
 
 class _Process:
     """Drives one generator: send results in, throw errors in, until it returns."""
 
-    def __init__(self, generator, result):
+    def __init__(self, generator: Generator[Any, Any, Any], result: Future[Any]) -> None:
         self.generator = generator
         self.result = result
 
-    def step(self, value, error):
+    def step(self, value: Any, error: BaseException | None) -> None:
         try:
             if error is None:
                 yielded = self.generator.send(value)
@@ -89,7 +106,7 @@ class _Process:
             return
         IOLoop.current().add_future(waitable, self.resume)
 
-    def resume(self, future):
+    def resume(self, future: Future[Any]) -> None:
         try:
             value = future.result()
         except Exception as exc:
@@ -98,12 +115,13 @@ class _Process:
             self.step(value, None)
 
 
-def to_future(yielded):
+def to_future(yielded: object) -> Future[Any]:
     """A future for anything a ``@process`` may yield; TypeError for the rest."""
     if isinstance(yielded, (list, tuple, map, types.GeneratorType)):
         return _all([to_future(item) for item in yielded])
     if _is_deferred(yielded):
-        return yielded.asFuture(IOLoop.current().asyncio_loop)
+        # Tornado 6's IOLoop.current() is always an asyncio-backed IOLoop
+        return yielded.asFuture(cast("BaseAsyncIOLoop", IOLoop.current()).asyncio_loop)
     if inspect.isawaitable(yielded):
         return gen.convert_yielded(yielded)
     if callable(yielded):
@@ -113,11 +131,11 @@ def to_future(yielded):
         "yield an adb call, an awaitable, an @async_ call or a list of them")
 
 
-def _from_callback(call):
-    future = Future()
+def _from_callback(call: Callable[..., Any]) -> Future[Any]:
+    future: Future[Any] = Future()
     io_loop = IOLoop.current()
 
-    def callback(value=None):
+    def callback(value: Any = None) -> None:
         io_loop.add_callback(future_set_result_unless_cancelled, future, value)
     try:
         call(callback=callback)
@@ -126,22 +144,23 @@ def _from_callback(call):
     return future
 
 
-def _all(futures):
+def _all(futures: list[Future[Any]]) -> Future[list[Any]]:
     """Every future's result, in order; the first error once all have settled."""
-    combined = Future()
+    combined: Future[list[Any]] = Future()
     remaining = len(futures)
     if not remaining:
         combined.set_result([])
         return combined
 
-    def settled(_):
+    def settled(_: Future[Any]) -> None:
         nonlocal remaining
         remaining -= 1
         if remaining:
             return
         for future in futures:
-            if future.exception() is not None:
-                combined.set_exception(future.exception())
+            error = future.exception()
+            if error is not None:
+                combined.set_exception(error)
                 return
         combined.set_result([future.result() for future in futures])
     for future in futures:
@@ -149,6 +168,6 @@ def _all(futures):
     return combined
 
 
-def _is_deferred(value):
+def _is_deferred(value: object) -> TypeGuard[Deferred[Any]]:
     defer = sys.modules.get("twisted.internet.defer")  # never import Twisted ourselves
     return defer is not None and isinstance(value, defer.Deferred)

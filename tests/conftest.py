@@ -12,6 +12,8 @@ import inspect
 import os
 import socket
 import uuid
+from collections.abc import Callable, Iterable
+from typing import Any, Optional
 from urllib.parse import urlsplit
 
 import pytest
@@ -41,10 +43,10 @@ HOW_TO_START = {
                "and npm) or set ADB_MONGO_URL",
 }
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
-_reachable = {}
+_reachable: dict[str, bool] = {}
 
 
-def server_kwargs(kind):
+def server_kwargs(kind: str) -> dict[str, Any]:
     """The server's URL as driver connect() keywords (host, port, user, password, database)."""
     parts = urlsplit(URLS[kind])
     return {"host": parts.hostname, "port": parts.port, "user": parts.username,
@@ -52,12 +54,13 @@ def server_kwargs(kind):
             "database": parts.path.lstrip("/")}
 
 
-def require_server(kind):
+def require_server(kind: str) -> None:
     """Skip (or, in CI, fail) unless the server for ``kind`` answers on TCP."""
     if kind not in _reachable:
         parts = urlsplit(URLS[kind])
         try:
-            socket.create_connection((parts.hostname, parts.port), timeout=2).close()
+            # no port in the URL: port 0, refused like the None it stands for
+            socket.create_connection((parts.hostname, parts.port or 0), timeout=2).close()
             _reachable[kind] = True
         except OSError:
             _reachable[kind] = False
@@ -71,22 +74,22 @@ def require_server(kind):
 class Target:
     """One database to test against: its server kind, URL, driver and placeholder."""
 
-    def __init__(self, kind, url, name=None):
+    def __init__(self, kind: str, url: str, name: Optional[str] = None) -> None:
         self.kind = kind
         self.url = url
         self.name = name or kind
         self.driver = adb.url.parse_url(url).driver
         self.p = "?" if kind == "sqlite" else "%s"
 
-    def sql(self, text):
+    def sql(self, text: str) -> str:
         """Write statements with %s; this gives the driver's own placeholder."""
         return text.replace("%s", self.p)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return self.name
 
 
-def psycopg_url():
+def psycopg_url() -> str:
     """The PostgreSQL test server's URL, for psycopg 3 (``postgresql+psycopg://``)."""
     scheme, rest = URLS["postgresql"].split("://", 1)
     return scheme.split("+")[0] + "+psycopg://" + rest
@@ -123,10 +126,10 @@ def table_name():
     return "adb_t_" + uuid.uuid4().hex[:10]
 
 
-_reactors = []
+_reactors: list[AsyncioSelectorReactor] = []
 
 
-def twisted_database(url=None, **kwargs):
+def twisted_database(url: Any = None, **kwargs: Any) -> adb.twisted.Database:
     """The Twisted front-end on a real Twisted reactor driven by the test's own event
     loop (Twisted's asyncio reactor, not installed as the global one), so a spec
     test awaits its Deferreds like any other front-end's futures."""
@@ -145,7 +148,8 @@ def _close_reactor_wakers():
         reactor.waker.connectionLost(None)
 
 
-FRONTS = {
+#: each front-end's Database (or a factory for one): name -> callable(url, **kwargs)
+FRONTS: dict[str, Callable[..., Any]] = {
     "asyncio": adb.Database,
     "tornado": adb.tornado.Database,
     "sync": adb.sync.Database,
@@ -153,19 +157,19 @@ FRONTS = {
 }
 
 
-async def ev(value):
+async def ev(value: Any) -> Any:
     """The value of a call on any front-end: await futures and Deferreds, pass plain values."""
     if isinstance(value, Deferred):
         return await value.asFuture(asyncio.get_running_loop())
     return await value if inspect.isawaitable(value) else value
 
 
-async def gather_calls(values):
+async def gather_calls(values: Iterable[Any]) -> list[Any]:
     """``asyncio.gather`` for the futures or Deferreds of several calls."""
     return await asyncio.gather(*(ev(value) for value in values))
 
 
-async def close(db):
+async def close(db: Any) -> None:
     await ev(db.close())
 
 

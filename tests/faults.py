@@ -38,7 +38,7 @@ class Ledger:
 
     def check(self, present):
         """``present``: list of tokens found in the table (duplicates included)."""
-        counts = {}
+        counts: dict[str, int] = {}
         for token in present:
             counts[token] = counts.get(token, 0) + 1
         doubled = [t for t, n in counts.items() if n > 1]

@@ -7,6 +7,7 @@ process): ``python tests/shared_loop_app.py URL``. Prints ``OK ...`` on success.
 import asyncio
 import sys
 import threading
+from typing import Any, cast
 
 from twisted.internet import asyncioreactor
 
@@ -15,26 +16,31 @@ asyncio.set_event_loop(loop)
 asyncioreactor.install(loop)
 
 from tornado.ioloop import IOLoop  # noqa: E402  (after the reactor is installed)
-from twisted.internet import defer, reactor  # noqa: E402
+from twisted.internet import defer  # noqa: E402
+from twisted.internet import reactor as installed_reactor  # noqa: E402
 
 import adb.tornado  # noqa: E402
 import adb.twisted  # noqa: E402
 
+# the reactor installed above (Twisted types its global ``reactor`` as a blend of
+# zope interfaces, whose methods mypy cannot call)
+reactor = cast(asyncioreactor.AsyncioSelectorReactor, installed_reactor)
 
-async def main(url):
+
+async def main(url: str) -> Any:
     table = "adb_shared_loop"
     tornado_db = adb.tornado.Database(url, ioloop=IOLoop.current(), pool_size=4)
     pool = adb.twisted.ConnectionPool("psycopg2", url, cp_max=4)
     pool.start()
     await tornado_db.runOperation(f"drop table if exists {table}")
     await tornado_db.runOperation(f"create table {table} (k int primary key, origin text)")
-    threads = set()
+    threads: set[int] = set()
 
-    async def from_tornado(i):
+    async def from_tornado(i: int) -> None:
         await tornado_db.runOperation(f"insert into {table} values (%s, 'tornado')", (i,))
         threads.add(threading.get_ident())
 
-    def from_twisted(i):
+    def from_twisted(i: int) -> asyncio.Future[Any]:
         d = pool.runOperation(f"insert into {table} values (%s, 'twisted')", (i,))
         d.addCallback(lambda _: threads.add(threading.get_ident()))
         return d.asFuture(loop)
@@ -51,10 +57,10 @@ async def main(url):
     return rows
 
 
-def run(url):
-    result = {}
+def run(url: str) -> int:
+    result: dict[str, Any] = {}
 
-    def start():
+    def start() -> None:
         d = defer.Deferred.fromFuture(asyncio.ensure_future(main(url)))  # an asyncio task
         d.addCallback(lambda rows: result.setdefault("rows", rows))
         d.addErrback(lambda f: result.setdefault("error", f.getTraceback()))

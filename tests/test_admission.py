@@ -2,23 +2,25 @@
 queue (adb's own plumbing, no database behaviour), futures are plain records."""
 
 import threading
+from typing import Any, cast
 
 import pytest
 
 from adb.admission import Admission
+from adb.dispatch import Dispatch
 from adb.errors import PoolClosed, QueueFull
 
 
 class FakePool:
     """The two things Admission asks of the dispatch: submit a job, count the queued."""
 
-    def __init__(self):
-        self.jobs = []
+    def __init__(self) -> None:
+        self.jobs: list[Any] = []
 
-    def submit(self, job):
+    def submit(self, job: Any) -> None:
         self.jobs.append(job)
 
-    def queued(self):
+    def queued(self) -> int:
         return len(self.jobs)
 
 
@@ -29,9 +31,10 @@ def settle_into(record):
 
 
 def make(limit=2, on_full="wait"):
-    settled = []
+    settled: list[tuple[Any, bool, Any]] = []
     pool = FakePool()
-    admission = Admission("db-x", limit, on_full, pool, settle_into(settled))
+    # Admission uses only the dispatch's submit() and queued(), which FakePool has
+    admission = Admission("db-x", limit, on_full, cast(Dispatch, pool), settle_into(settled))
     return admission, pool, settled
 
 

@@ -10,6 +10,7 @@ statement failed).
 
 import asyncio
 import threading
+from typing import Any
 
 import pytest
 from tornado.testing import AsyncTestCase, gen_test
@@ -132,7 +133,7 @@ async def test_only_standalone_operations_are_batched(target, table):
     try:
         release = threading.Event()
         blocker = db.runInteraction(lambda cursor: release.wait(10))
-        queued = [db.runQuery(f"select count(*) from {table}"),
+        queued: list[asyncio.Future[Any]] = [db.runQuery(f"select count(*) from {table}"),
                   db.runOperation(target.sql(f"update {table} set n = 0 where k = %s"), (1,)),
                   db.runQuery(f"select count(*) from {table}")]
         release.set()
@@ -249,7 +250,9 @@ def test_self_contained_statements(sql, contained):
     ("sqlite:///x.db", "with x as (select 1) insert into t select * from x", Path.ALONE),
 ])
 def test_paths_per_driver(url, sql, path):
-    driver = load(make_target(url, None, {}))
+    target = make_target(url, None, {})
+    assert target is not None
+    driver = load(target)
     assert driver.batch_path(sql) is path
 
 

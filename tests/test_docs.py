@@ -6,6 +6,7 @@ import socket
 import subprocess
 import sys
 import uuid
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -70,7 +71,7 @@ def test_seed_example_runs_on_mariadb_too(tmp_path):
 
 async def test_readme_tornado_example_serves(pg_url):
     (code,) = python_blocks("README.md")
-    namespace = {"__name__": "readme_example"}
+    namespace: dict[str, Any] = {"__name__": "readme_example"}
     exec(compile(localise(code), "README.md", "exec"), namespace)
     app = namespace["make_app"](pg_url)
     db = app.db
@@ -99,7 +100,9 @@ async def test_readme_tornado_example_serves(pg_url):
 def test_readme_test_command_is_what_ci_runs():
     readme = (ROOT / "README.md").read_text()
     ci = (ROOT / ".ci" / "run").read_text()
-    commands = re.search(r"```sh\n(.*?)```", readme, re.S).group(1).strip().splitlines()
+    block = re.search(r"```sh\n(.*?)```", readme, re.S)
+    assert block is not None
+    commands = block.group(1).strip().splitlines()
     assert len(commands) == 2
     main_job, tests = commands
     assert "python -m benchmarks" in main_job

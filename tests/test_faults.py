@@ -315,7 +315,7 @@ async def test_statement_timeout_cancels_on_the_server(kind, tmp_path):
 async def test_max_lifetime_rotates_connections_without_errors():
     kind = "postgresql"
     db = adb.Database(url_for(kind, "adb-f17"), pool_size=2, max_lifetime=0.3)
-    pids = set()
+    pids: set[int] = set()
     end = time.monotonic() + 1.5
     while time.monotonic() < end:
         rows = await asyncio.gather(*(db.runQuery("select pg_backend_pid()") for _ in range(10)))
@@ -392,8 +392,8 @@ def test_fork_child_gets_a_clear_error(tmp_path):
         os._exit(0)
     os.close(write)
     os.waitpid(pid, 0)
-    message = os.read(read, 1000).decode()
-    assert "create the Database after forking" in message
+    reported = os.read(read, 1000).decode()
+    assert "create the Database after forking" in reported
     assert db.runQuery("select 1") == [(1,)]  # the parent is unaffected
     db.close()
 

@@ -22,8 +22,10 @@ class Recorder:
 def test_one_wakeup_until_the_loop_drains():
     rec = Recorder()
     handback = BatchedHandback(rec.schedule, rec.settle)
-    threads = [threading.Thread(target=lambda n=n: [handback(n, True, i) for i in range(500)])
-               for n in range(8)]
+    def hand_back(n: int) -> None:
+        for i in range(500):
+            handback(n, True, i)
+    threads = [threading.Thread(target=hand_back, args=(n,)) for n in range(8)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -182,7 +184,7 @@ def test_nudge_runs_after_without_a_result_and_only_once_per_drain():
 
 def test_direct_handback_settles_in_the_calling_thread_then_admits():
     from adb.handback import DirectHandback
-    events = []
+    events: list[object] = []
     handback = DirectHandback(lambda f, ok, v: events.append((f, ok, v)),
                               after=lambda: events.append("after"))
     handback("f", True, 3)

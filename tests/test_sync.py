@@ -60,6 +60,7 @@ def test_timeout_while_all_workers_busy(tmp_path):
 def test_embedded_default_file_is_removed_on_close():
     db = adb.sync.Database()
     path = db._tempfile
+    assert path is not None
     db.runOperation("create table t (a int)")
     assert db.runQuery("select count(*) from t") == [(0,)]
     db.close()
@@ -74,9 +75,10 @@ def test_generic_pep249_module_by_name(tmp_path):
     import types
     import sqlite3
     module = types.ModuleType("plain_dbapi")
-    module.connect = lambda database: sqlite3.connect(database)  # implicit transactions
-    module.paramstyle = "qmark"
-    module.Error = sqlite3.Error
+    vars(module).update(
+        connect=lambda database: sqlite3.connect(database),  # implicit transactions
+        paramstyle="qmark",
+        Error=sqlite3.Error)
     sys.modules["plain_dbapi"] = module
     try:
         with adb.sync.Database(driver="plain_dbapi", database=str(tmp_path / "g.db"),

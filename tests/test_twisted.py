@@ -8,6 +8,7 @@ reactor.
 import os
 import tempfile
 import uuid
+from typing import TYPE_CHECKING, Any
 
 from twisted.enterprise import adbapi
 from twisted.internet import defer, reactor, task
@@ -34,10 +35,18 @@ class CountingReactor:
         return getattr(reactor, name)
 
 
-class DatabaseTests:
+if TYPE_CHECKING:
+    # for mypy the mixin is the trial TestCase it is mixed into; at run time it
+    # stays a plain class, so it is not collected (or run) on its own
+    _DatabaseTestsBase = unittest.TestCase
+else:
+    _DatabaseTestsBase = object
+
+
+class DatabaseTests(_DatabaseTestsBase):
     """adb's Database API on Twisted; mixed in once per database below."""
 
-    kind = None
+    kind: str  # each test case below names its database
 
     def setUp(self):
         if self.kind == "sqlite":
@@ -52,8 +61,10 @@ class DatabaseTests:
         return self.db.runOperation(
             f"create table {self.table} (userid int primary key, data varchar(20))")
 
+    # trial waits for a Deferred that tearDown returns; Twisted's TestCase keeps
+    # pyunit's ``tearDown() -> None`` in its types
     @defer.inlineCallbacks
-    def tearDown(self):
+    def tearDown(self):  # type: ignore[override]
         if not self.db.closed:
             yield self.db.runOperation(f"drop table {self.table}")
             yield self.db.close()
@@ -187,7 +198,7 @@ class ConnectionPoolTests(unittest.TestCase):
 
     @defer.inlineCallbacks
     def test_openfun_min_max_name_and_adb_extras(self):
-        opened = []
+        opened: list[Any] = []  # the DB-API connections the pool opened
         pool = adb.twisted.ConnectionPool("sqlite3", database=self.path, cp_min=1, cp_max=3,
                                           cp_name="named", cp_openfun=opened.append)
         pool.start()

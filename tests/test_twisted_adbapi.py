@@ -20,7 +20,7 @@ from .conftest import require_server, server_kwargs
 class AdbConnector(DBTestConnector):
     """Build adb's ConnectionPool; a missing server skips (fails under CI=true)."""
 
-    kind = None
+    kind: str  # each connector below names its server kind
     early_reconnect = True  # adb checks for a closed connection before each call
 
     def can_connect(self):
@@ -46,6 +46,7 @@ class SQLite3Connector(AdbConnector):
     num_iterations = 1
 
     def startDB(self):
+        assert self.DB_DIR is not None  # DBTestConnector.setUp made it
         self.database = os.path.join(self.DB_DIR, self.DB_NAME)
         if os.path.exists(self.database):
             os.unlink(self.database)

@@ -9,7 +9,15 @@ import adb
 import adb.sync
 from adb import drivers
 from adb.errors import InterfaceError
+from adb.target import Target
 from adb.url import make_target, parse_url
+
+
+def target_of(url: str | None, driver: str | None, kwargs: dict[str, object]) -> Target:
+    """``make_target`` for arguments that name a database (so it is not None)."""
+    target = make_target(url, driver, kwargs)
+    assert target is not None
+    return target
 
 CANARY = "Cx-@#%/:-canary"
 
@@ -69,16 +77,16 @@ def test_bad_url_is_a_value_error_too():
 
 
 def test_keyword_form_and_aliases():
-    assert make_target(None, "postgresql", {"database": "t"}).driver == "psycopg2"
-    assert make_target(None, "sqlite3", {"database": "x.db"}).kwargs == {"database": "x.db"}
+    assert target_of(None, "postgresql", {"database": "t"}).driver == "psycopg2"
+    assert target_of(None, "sqlite3", {"database": "x.db"}).kwargs == {"database": "x.db"}
     assert make_target(None, None, {}) is None
     with pytest.raises(InterfaceError, match="without driver"):
         make_target(None, None, {"host": "h"})
     with pytest.raises(InterfaceError, match="contradicts"):
         make_target("mysql://h/db", "psycopg2", {})
-    assert make_target(None, "psycopg", {}).driver == "psycopg"
-    assert make_target(None, "psycopg3", {}).driver == "psycopg"
-    assert make_target("postgresql+psycopg://h/db", "psycopg", {}).driver == "psycopg"
+    assert target_of(None, "psycopg", {}).driver == "psycopg"
+    assert target_of(None, "psycopg3", {}).driver == "psycopg"
+    assert target_of("postgresql+psycopg://h/db", "psycopg", {}).driver == "psycopg"
     with pytest.raises(InterfaceError, match="contradicts"):
         make_target("postgresql+psycopg://h/db", "psycopg2", {})
 
@@ -88,11 +96,15 @@ def test_drivers_declare_themselves():
     no name claimed twice, and each driver's URL scheme parses back to it."""
     found = drivers.registry()
     assert set(found) >= {"psycopg2", "psycopg", "pymysql", "sqlite3"}
+    infos: list[drivers.DriverInfo] = []
     for name, cls in found.items():
-        assert cls.info.module == name and drivers.canonical(name) == name
-        rest = "" if cls.info.family is drivers.Family.SQLITE else "h/db"
+        info = cls.info
+        assert info is not None  # registry() admits only drivers with a DriverInfo
+        infos.append(info)
+        assert info.module == name and drivers.canonical(name) == name
+        rest = "" if info.family is drivers.Family.SQLITE else "h/db"
         assert parse_url(f"{drivers.url_scheme(name)}://{rest}").driver == name
-    defaults = [cls.info.family for cls in found.values() if cls.info.default]
+    defaults = [info.family for info in infos if info.default]
     assert sorted(f.name for f in defaults) == ["MYSQL", "POSTGRESQL", "SQLITE"]
     assert drivers.family("nosuch_module") is drivers.Family.OTHER
     assert repr(parse_url("postgresql+psycopg://u:pw@h:5433/app")) == \
