@@ -16,12 +16,18 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from typing import Any
+from typing import Any, Protocol
 
 from .call import Job
-from .dispatch import Dispatch
 from .errors import PoolClosed, QueueFull
 from .handback import Settle
+
+
+class Feed(Protocol):
+    """Where admitted calls go (``adb.dispatch.Dispatch``)."""
+
+    def submit(self, job: Job) -> None: ...
+    def queued(self) -> int: ...
 
 
 class Admission:
@@ -31,7 +37,7 @@ class Admission:
     :param settle: ``settle(future, ok, value)``, to wake or fail room waiters.
     """
 
-    def __init__(self, name: str, limit: int, on_full: str, dispatch: Dispatch,
+    def __init__(self, name: str, limit: int, on_full: str, dispatch: Feed,
                  settle: Settle) -> None:
         self.name = name
         self.limit = limit

@@ -84,7 +84,7 @@ class Database(BaseDatabase["defer.Deferred[Any]"]):
             if ok:
                 deferred.callback(value)
             else:
-                deferred.errback(failure.Failure(  # type: ignore[no-untyped-call]
+                deferred.errback(failure.Failure(  # type: ignore[no-untyped-call,unused-ignore]
                     value, type(value), value.__traceback__))
 
     @staticmethod

@@ -93,7 +93,6 @@ def imports_of(module: str, root: Path = ROOT) -> list[tuple[int, str]]:
     tree = ast.parse((root / module).read_text(), module)
     found: list[tuple[int, str]] = []
     for node in ast.walk(tree):
-        names: list[str] = []
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -103,6 +102,8 @@ def imports_of(module: str, root: Path = ROOT) -> list[tuple[int, str]]:
                 anchor = ".".join(parts[: len(parts) - node.level + 1])
                 base = f"{anchor}.{base}" if base else anchor
             names = [base] + [f"{base}.{alias.name}" for alias in node.names]
+        else:
+            continue
         for name in names:
             parts = name.split(".")
             for end in range(1, len(parts) + 1):  # the packages on the way, then the module
