@@ -39,7 +39,8 @@ async def run(calls: Calls, spec: RunSpec) -> Figures:
     start = time.perf_counter()
     done = await calls.map(lambda p: calls.execute(sql, p), rows)
     seconds = time.perf_counter() - start
-    figures: Figures = {"seconds": seconds, "ok_calls": len(done), "rows_per_s": spec.rows / seconds}
+    figures: Figures = {"seconds": seconds, "ok_calls": len(done),
+                        "rows_per_s": spec.rows / seconds}
     if calls.stats is not None:
         stats = calls.stats()
         figures.update(wakeups=stats["wakeups"], polls=stats.get("polls"),

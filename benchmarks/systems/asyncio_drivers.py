@@ -37,7 +37,8 @@ def _dsn(spec: RunSpec) -> str:
 
 
 @contextlib.asynccontextmanager
-async def open_asyncpg(spec: RunSpec, world: World, min_size: Optional[int]) -> AsyncIterator[Calls]:
+async def open_asyncpg(spec: RunSpec, world: World,
+                       min_size: Optional[int]) -> AsyncIterator[Calls]:
     import asyncpg
     pool = await asyncpg.create_pool(min_size=min_size or spec.pool_size, max_size=spec.pool_size,
                                      **spec.connect_kwargs())

@@ -96,7 +96,8 @@ class Calls:
     many: Optional[Many] = None
     transaction: Optional[Callable[[], AsyncContextManager[TxCalls]]] = None
 
-    def map(self, fn: Callable[[Any], Awaitable[Any]], items: Iterable[Any]) -> Awaitable[list[Any]]:
+    def map(self, fn: Callable[[Any], Awaitable[Any]],
+            items: Iterable[Any]) -> Awaitable[list[Any]]:
         """``fn(item)`` for every item, as concurrently as the world allows."""
         return self.world.map(fn, items)
 
@@ -154,7 +155,8 @@ class MongoCalls:
     world: World
     stats: Optional[Callable[[], dict[str, Any]]] = None
 
-    def map(self, fn: Callable[[Any], Awaitable[Any]], items: Iterable[Any]) -> Awaitable[list[Any]]:
+    def map(self, fn: Callable[[Any], Awaitable[Any]],
+            items: Iterable[Any]) -> Awaitable[list[Any]]:
         return self.world.map(fn, items)
 
 
