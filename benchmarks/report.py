@@ -210,16 +210,20 @@ def line_chart(path: str, title: str, lines: Mapping[str, Points], xlabel: str, 
     save(fig, path, title)
 
 
-def save(fig: Figure, path: str, title: str, fontsize: float = 10) -> None:
-    """Title ``fig`` over its whole width, lay it out, write it to ``path`` (.png
-    or .svg) and close it. Each line of the title is wrapped to the figure's width
-    (a 10-point character is about a twelfth of an inch), so that a long one (a
-    run's options, a server's version) is not cut off at the edges; the layout
-    then makes room for every line."""
+def save(fig: Figure, path: str, title: str) -> None:
+    """Title ``fig`` (``suptitle``), write it to ``path`` (.png or .svg), close it."""
     import matplotlib.pyplot as plt
+    suptitle(fig, title)
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def suptitle(fig: Figure, title: str, fontsize: float = 10) -> None:
+    """Title ``fig`` over its whole width and lay it out. Each line of the title is
+    wrapped to the figure's width (a 10-point character is about a twelfth of an
+    inch), so that a long one (a run's options, a server's version) is not cut off
+    at the edges; the layout then makes room for every line."""
     width = max(20, int(fig.get_figwidth() * 72 / (0.6 * fontsize)))
     lines = [part for line in title.splitlines() for part in textwrap.wrap(line, width) or [""]]
     fig.suptitle("\n".join(lines), fontsize=fontsize)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)

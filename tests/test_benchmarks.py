@@ -116,6 +116,29 @@ def test_tiny_run_of_every_system_and_the_json(kind, tmp_path):
     assert (tmp_path / "run.svg").read_text().startswith("<?xml")
 
 
+@pytest.mark.parametrize("width", [6, 9, 12])
+def test_a_long_chart_title_is_wrapped_inside_the_figure(width):
+    """A title longer than the figure is wide (many options, a long server name)
+    is wrapped, each line kept whole within the figure's edges."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from benchmarks import report
+    title = ("web, " + ", ".join(f"option{i} {i * 1000}" for i in range(30))
+             + ",\nCongoDB (@push.rocks/smartmongo 2.2.0, a MongoDB-wire stand-in), 2 CPUs")
+    fig, ax = plt.subplots(figsize=(width, 5))
+    try:
+        report.suptitle(fig, title)
+        fig.canvas.draw()
+        text = fig.get_suptitle()
+        box = fig.texts[0].get_window_extent()
+        assert text.replace("\n", " ").split() == title.replace("\n", " ").split()
+        assert 0 <= box.x0 and box.x1 <= fig.bbox.x1 and box.y1 <= fig.bbox.y1, (box, fig.bbox)
+    finally:
+        plt.close(fig)
+
+
 def test_no_arguments_runs_on_the_embedded_default():
     result = subprocess.run([sys.executable, "-m", "benchmarks"], capture_output=True,
                             text=True, timeout=300)
