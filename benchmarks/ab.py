@@ -24,6 +24,10 @@ machine only ratios taken within one run mean anything. So the trees alternate i
 every round (A B, then B A, ...) and the table gives median (min-max) per tree and
 the ratio of each tree's median to the first tree's. Give the same path twice
 (``--tree A=. --tree A2=.``) to see the noise floor.
+
+``--autobatch`` measures group commit's path instead: the queued calls' Database
+and the burst's system (``adb-asyncio-autobatch``) use the ``-autobatch``
+systems' setting.
 """
 
 from __future__ import annotations
@@ -63,7 +67,7 @@ def _import_adb(tree: str) -> ModuleType:
     return adb
 
 
-async def _in_flight(url: str, calls: int) -> Figures:
+async def _in_flight(url: str, calls: int, autobatch: Optional[int]) -> Figures:
     import asyncio
     import gc
     import time
@@ -74,8 +78,8 @@ async def _in_flight(url: str, calls: int) -> Figures:
     from benchmarks.sql import placeholder
 
     # all kept referenced: a Database's __del__ stops its pool, which starts the workers
-    *timed, db = dbs = [adb.Database(url, pool_size=POOL_SIZE, _pool_options={"start": False})
-                        for _ in range(4)]
+    *timed, db = dbs = [adb.Database(url, pool_size=POOL_SIZE, autobatch=autobatch,
+                                     _pool_options={"start": False}) for _ in range(4)]
     mark = placeholder(db.paramstyle)
     sql = f"insert into T values ({mark}, {mark})"
     params = [(i, "x") for i in range(calls)]
@@ -108,7 +112,7 @@ async def _in_flight(url: str, calls: int) -> Figures:
                            + f":{s.traceback[0].lineno}", s.size / calls) for s in lines[:6]]}
 
 
-def _burst(url: str, rows: int) -> Figures:
+def _burst(url: str, rows: int, system: str) -> Figures:
     import resource
 
     from benchmarks.child import run_system
@@ -120,7 +124,7 @@ def _burst(url: str, rows: int) -> Figures:
         raise SystemExit(f"benchmarks came from {pi.__file__}, not {REPO}")
     pi.prepare(url, rows)
     before = resource.getrusage(resource.RUSAGE_SELF)
-    result = run_system(SYSTEMS["adb-asyncio"], RunSpec(pi.SCENARIO.name, url, rows, POOL_SIZE))
+    result = run_system(SYSTEMS[system], RunSpec(pi.SCENARIO.name, url, rows, POOL_SIZE))
     after = resource.getrusage(resource.RUSAGE_SELF)
     try:
         pi.verify(url, rows, result)
@@ -135,11 +139,14 @@ def child(spec: dict[str, Any]) -> NoReturn:
         os.path.abspath(__file__))]  # this script's folder holds no adb, but keep it clean
     adb = _import_adb(spec["tree"])
     sys.path.insert(0, REPO)  # after adb: this checkout's benchmarks, the tree's adb
+    from benchmarks.systems.adb_fronts import AUTOBATCH
+    autobatch = AUTOBATCH if spec["autobatch"] else None
     if spec["what"] == "memory":
         import asyncio
-        figures = asyncio.run(_in_flight(spec["url"], spec["calls"]))
+        figures = asyncio.run(_in_flight(spec["url"], spec["calls"], autobatch))
     else:
-        figures = _burst(spec["url"], spec["rows"])
+        figures = _burst(spec["url"], spec["rows"],
+                         "adb-asyncio-autobatch" if autobatch else "adb-asyncio")
     print(json.dumps({"adb": adb.__file__, **figures}), flush=True)
     os._exit(0)  # the queued calls' pool never started: skip its close and __del__
 
@@ -148,7 +155,8 @@ def child(spec: dict[str, Any]) -> NoReturn:
 
 def run_child(tree: str, what: str, url: str,
               args: argparse.Namespace) -> tuple[Optional[Figures], str]:
-    spec = {"tree": tree, "what": what, "url": url, "calls": args.calls, "rows": args.rows}
+    spec = {"tree": tree, "what": what, "url": url, "calls": args.calls, "rows": args.rows,
+            "autobatch": args.autobatch}
     env = {**os.environ, "PYTHONPATH": tree}
     try:
         proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--child",
@@ -225,6 +233,9 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--rows", type=int, default=100_000, help="burst inserts (100000)")
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds (3)")
     p.add_argument("--timeout", type=float, default=1800, help="seconds per child process")
+    p.add_argument("--autobatch", action="store_true",
+                   help="group commit: the -autobatch systems' autobatch in the queued "
+                        "calls' Database, and adb-asyncio-autobatch in the burst")
     p.add_argument("--json", metavar="PATH", help="write the raw figures")
     p.add_argument("--child", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -266,7 +277,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                           file=sys.stderr, flush=True)
     summary = summarise(runs, names)
     print(f"\n{args.calls:,} queued calls, {args.rows:,}-row burst, pool {POOL_SIZE}, "
-          f"{args.rounds} round(s) on {url.split('@')[-1] if args.dburl else 'SQLite'}")
+          f"{args.rounds} round(s) on {url.split('@')[-1] if args.dburl else 'SQLite'}"
+          + (", autobatch" if args.autobatch else ""))
     for name in names:
         print(f"  {name} = {args.trees[name]} ({revisions[name]})")
     print(table(summary, names))
@@ -281,6 +293,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         with open(args.json, "w") as f:
             json.dump({"argv": sys.argv[1:] if argv is None else argv, "url": url,
                        "calls": args.calls, "rows": args.rows, "rounds": args.rounds,
+                       "autobatch": args.autobatch,
                        "pool_size": POOL_SIZE, "trees": args.trees, "revisions": revisions,
                        "summary": summary, "runs": runs}, f, indent=1)
         print(f"JSON: {args.json}")
