@@ -459,8 +459,8 @@ class BaseDatabase(Generic[F]):
             elif claim is None:
                 waiter.wait(None)
             return waiter.result()
-        if claim is not None:
-            self._require_loop().call_later(cast(float, timeout), self._expire, future, claim, timeout)
+        if claim is not None and timeout is not None:  # a claim comes with a timeout
+            self._require_loop().call_later(timeout, self._expire, future, claim, timeout)
         return future
 
     def _require_loop(self) -> Scheduler:

@@ -40,7 +40,8 @@ def namedtuple_row(description: Any, rows: Sequence[Any]) -> list[Any]:
     return [make(row) for row in rows]
 
 
-_BY_NAME: dict[str, RowFactory] = {"tuple": tuple_row, "dict": dict_row, "namedtuple": namedtuple_row}
+_BY_NAME: dict[str, RowFactory] = {"tuple": tuple_row, "dict": dict_row,
+                                   "namedtuple": namedtuple_row}
 
 
 def resolve(factory: Any) -> RowFactory:

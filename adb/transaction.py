@@ -65,8 +65,7 @@ class Transaction:
         self.queue: SimpleQueue[Queued] = SimpleQueue()
         self.state = TxState.BEGINNING
         self.worker: Optional[int] = None
-        self._finalizer = weakref.finalize(
-            self, self.queue.put, abandon_job(f"whose handle {self.id} was dropped while open"))
+        self._finalizer = weakref.finalize(self, _roll_back_dropped, self.queue, self.id)
 
     def __repr__(self) -> str:
         return f"<adb transaction {self.id} of {self.db.name!r} {self.state.value}>"
@@ -121,6 +120,11 @@ class Transaction:
 
     def rollback(self) -> Any:
         return self.db.rollbackTransaction(self)
+
+
+def _roll_back_dropped(queue: SimpleQueue[Queued], tx_id: int) -> None:
+    """A handle was collected while open: its worker rolls the transaction back."""
+    queue.put(abandon_job(f"whose handle {tx_id} was dropped while open"))
 
 
 class TransactionContext:

@@ -147,13 +147,11 @@ class Worker:
         self.crew = crew
         self.index = index
         config = crew.config
-        self._name = config.name
         self._driver = crew.driver
         self._handback = crew.handback
         self._is_abandoned = crew.is_abandoned
         self._queue = crew.dispatch.queue
         self._idle = crew.dispatch.idle
-        self._pinned = crew.dispatch.pinned
         self._config = config
         self._conn: Connection = None
         self._born = self._last_used = 0.0
@@ -213,7 +211,7 @@ class Worker:
                     else:
                         self.serve(job)
                 except Exception:  # a bug of adb's own: keep the worker alive
-                    log.exception("%s: worker %d failed on a job", self._name, self.index)
+                    log.exception("%s: worker %d failed on a job", self._config.name, self.index)
                 job = None  # hold no reference to a finished job while blocked
         finally:
             self.disconnect()
@@ -261,7 +259,7 @@ class Worker:
         try:
             self.connection()
         except Exception as exc:
-            log.warning("%s: worker %d could not connect: %s", self._name, self.index, exc)
+            log.warning("%s: worker %d could not connect: %s", self._config.name, self.index, exc)
 
     def serve(self, job: Job) -> None:
         if self.admit(job):
@@ -352,7 +350,8 @@ class Worker:
         counts: list[int] = []
         try:
             conn = self.connection()
-            counts = driver.run_unit(conn, [(job[JOB_SQL], job[JOB_PARAMS]) for job in jobs], unit.path)
+            statements = [(job[JOB_SQL], job[JOB_PARAMS]) for job in jobs]
+            counts = driver.run_unit(conn, statements, unit.path)
         except BaseException as exc:  # everything goes back to the callers
             error = exc
         self._current = None
@@ -374,9 +373,10 @@ class Worker:
         self.disconnect(f"{type(error).__name__} during a unit of {len(jobs)} calls")
         self._completed += len(jobs)
         self._errors += len(jobs)
+        name = self._config.name
         for job in jobs:
             lost = self._config.lost_error(
-                f"the connection of {self._name!r} to {self._driver.target} broke while it ran "
+                f"the connection of {name!r} to {self._driver.target} broke while it ran "
                 f"this call in a unit of {len(jobs)} batched calls (autobatch) "
                 f"({type(error).__name__}: {str(error).strip()[:200]}); the statement may have run",
                 may_have_run=True)
@@ -433,7 +433,8 @@ class Worker:
             conn, self._conn = self._conn, None
             self.crew.connections.pop(threading.get_ident(), None)
             if reason:
-                log.info("%s: worker %d dropped its connection: %s", self._name, self.index, reason)
+                log.info("%s: worker %d dropped its connection: %s",
+                         self._config.name, self.index, reason)
             self._driver.close(conn)
 
     def after_error(self, exc: BaseException, running: RunningCall) -> BaseException:
@@ -458,7 +459,7 @@ class Worker:
         if self._txq is not None:
             self._tx_lost = True
         lost = self._config.lost_error(
-            f"the connection of {self._name!r} to {self._driver.target} broke during the "
+            f"the connection of {self._config.name!r} to {self._driver.target} broke during the "
             f"call ({type(exc).__name__}: {str(exc).strip()[:200]}); the statement may have run",
             may_have_run=True)
         lost.__cause__ = exc
@@ -473,7 +474,7 @@ class Worker:
             return value, ok
         cut = cut or isinstance(value, ConnectionLost)
         timeout = StatementTimeout(
-            f"the call on {self._name!r} ran longer than {run_timeout} s and was "
+            f"the call on {self._config.name!r} ran longer than {run_timeout} s and was "
             + ("cut off with its connection; it may have run" if cut
                else "cancelled on the server; it took no effect"), may_have_run=cut)
         timeout.__cause__ = value
@@ -583,7 +584,7 @@ class Worker:
         """Pin this worker to ``tx`` and open the transaction."""
         try:
             if self.crew.stopping():
-                raise PoolClosed.closing(self._name)
+                raise PoolClosed.closing(self._config.name)
             self._driver.begin(self.connection())
         except BaseException:
             tx.fail()
@@ -619,16 +620,16 @@ class Worker:
         """Roll back a transaction whose owner is gone (closed pool, lost handle)."""
         self._unpin()
         self._tx_lost = False
-        log.warning("%s: rolling back a transaction %s", self._name, reason)
+        log.warning("%s: rolling back a transaction %s", self._config.name, reason)
         self.rollback_quietly()
 
     def _pin(self, queue: SimpleQueue[Queued]) -> None:
         self._txq = queue
-        self._pinned.add(self.index)
+        self.crew.dispatch.pinned.add(self.index)
 
     def _unpin(self) -> None:
         self._txq = None
-        self._pinned.discard(self.index)
+        self.crew.dispatch.pinned.discard(self.index)
 
     def rollback_quietly(self) -> None:
         if self._conn is None:
@@ -650,4 +651,5 @@ def abandon_job(reason: str) -> Job:
     return (None, Worker.abandon, None, None, reason)
 
 
-__all__ = ["Counters", "Crew", "PoolConfig", "Tx", "Unit", "Worker", "abandon_job", "JOB_SQL", "JOB_PARAMS"]
+__all__ = ["Counters", "Crew", "PoolConfig", "Tx", "Unit", "Worker", "abandon_job", "JOB_SQL",
+           "JOB_PARAMS"]
