@@ -76,6 +76,14 @@ class Database(BaseDatabase["asyncio.Future[Any]"]):
             else:
                 future.set_exception(value)
 
+    @staticmethod
+    def _discard(future: asyncio.Future[Any]) -> None:
+        if not future.cancel() and not future.cancelled():
+            future.exception()  # retrieved: never reported as unhandled
+
+    def _spawn(self, coroutine: Any) -> asyncio.Future[Any]:
+        return self._running_loop().create_task(coroutine)
+
     # the C method itself: a worker asks this before every call
     _abandoned = staticmethod(asyncio.Future.done)  # type: ignore[assignment]
 

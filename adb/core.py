@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import (TYPE_CHECKING, Any, Callable, Generic, Optional, Protocol, TypedDict, TypeVar,
                     Union, cast)
 
-from . import drivers, ops, rows
+from . import bulk, drivers, ops, rows
 from .admission import Admission
 from .call import Claim, Job
 from .dispatch import Dispatch
@@ -29,6 +29,7 @@ from .drivers.base import Connection, Driver
 from .errors import ConnectionLost, ForkError, InterfaceError, PoolClosed, PoolTimeout
 from .handback import BatchedHandback, DirectHandback, Handback
 from .pool import Pool
+from .stream import Stream, StreamCore, SyncStream
 from .transaction import Transaction, TransactionContext, TxState
 from .url import make_target, target_for
 from .worker import PoolConfig, Worker
@@ -160,6 +161,10 @@ class BaseDatabase(Generic[F]):
       front-end: results are then settled in the worker thread. It must not hold
       the Database: worker threads reach it, and a Database dropped unclosed must
       still be collected (and warn).
+    - ``_discard(future)``: the caller will not wait for it after all: cancel it
+      and keep its outcome from being reported as unhandled (optional).
+    - ``_spawn(coroutine)``: run a coroutine of adb's own that awaits this
+      front-end's futures, and return its future (not for a blocking front-end).
     - ``_lost_error``: the ConnectionLost class callers get (optional).
     - ``_blocking``: True for a blocking front-end, whose future is then a
       ``Waitable`` (``wait(timeout) -> bool``, ``result()``: the value, or raises),
@@ -255,6 +260,13 @@ class BaseDatabase(Generic[F]):
     def _abandoned(future: F) -> bool:
         return False
 
+    @staticmethod
+    def _discard(future: F) -> None:
+        pass
+
+    def _spawn(self, coroutine: Any) -> F:
+        raise NotImplementedError
+
     # -- the public API --------------------------------------------------------------
 
     @property
@@ -342,6 +354,65 @@ class BaseDatabase(Generic[F]):
         """``async with db.transaction() as tx``: commit on success, roll back on error."""
         return TransactionContext(self, timeout)
 
+    def stream(self, sql: SQL, params: Params = None, tx: Optional[Transaction] = None, *,
+               batch: int = 1000, row_factory: Any = None, timeout: Optional[float] = None,
+               idle_timeout: Optional[float] = None) -> Any:
+        """The rows of ``sql``, ``batch`` at a time, however many there are.
+
+        ``async for row in db.stream(sql)`` (``for`` on adb.sync), or as a
+        context manager; ``fetch()`` gives a batch at a time. It holds a worker
+        until it ends, in a read-only transaction of its own (``timeout``: the
+        wait for that worker) or in ``tx``. At most two batches are held; a
+        server-side cursor fetches them where the driver has one. With
+        ``idle_timeout``, a consumer that asks for nothing that long finds the
+        stream closed (StreamTimeout). See ``adb.stream``.
+        """
+        sql, params = _statement(sql, params)
+        factory = self._row_factory if row_factory is None else rows.resolve(row_factory)
+        return self._open_stream(sql, params, tx, batch, factory, timeout, idle_timeout, False)
+
+    def copy_out(self, sql: SQL, params: Params = None, tx: Optional[Transaction] = None, *,
+                 batch: int = 1000, timeout: Optional[float] = None,
+                 idle_timeout: Optional[float] = None) -> Any:
+        """A stream of ``sql``'s rows as text-format lines (``adb.copytext``): what
+        ``copy_in`` loads. ``COPY ... TO STDOUT`` on psycopg 3; elsewhere a stream
+        whose rows adb renders. Otherwise as ``stream``."""
+        sql, params = _statement(sql, params)
+        return self._open_stream(sql, params, tx, batch, rows.tuple_row, timeout,
+                                 idle_timeout, True)
+
+    def copy_in(self, table: str, rows: Any, columns: Optional[Sequence[str]] = None,
+                tx: Optional[Transaction] = None, *, timeout: Optional[float] = None) -> Any:
+        """Load ``rows`` into ``table`` in one transaction and return the row count.
+
+        ``rows``: an iterable of tuples (read in the worker thread), an async
+        iterable of tuples (read on the loop, a chunk at a time), or a file-like
+        object of text-format lines (``adb.copytext``). ``COPY ... FROM STDIN`` on
+        PostgreSQL; ``LOAD DATA LOCAL INFILE`` on MariaDB/MySQL when the Database
+        was opened with ``local_infile=1``, else multi-row INSERTs; ``executemany``
+        on SQLite. Atomic: if it fails, no row of it remains (outside ``tx``).
+        """
+        table, names = bulk.check_target(table, columns)
+        bulk.check_source(rows, self._blocking)
+        steps = bulk.load(self, table, names, rows, tx, timeout)
+        if self._blocking:
+            return bulk.run_blocking(steps)
+        return self._spawn(bulk.run_async(steps))
+
+    def _open_stream(self, sql: Any, params: Params, tx: Optional[Transaction], batch: int,
+                     factory: Any, timeout: Optional[float], idle_timeout: Optional[float],
+                     export: bool) -> StreamCore:
+        _check_count(batch, "batch")
+        _check_timeout(idle_timeout, "idle_timeout")
+        if tx is not None:
+            self._tx_put(tx)
+        kind = SyncStream if self._blocking else self._stream_class
+        return kind(self, sql, params, tx, batch, factory, _check_timeout(timeout),
+                    idle_timeout, export)
+
+    #: the stream a front-end with futures hands out (Twisted's adds Deferreds)
+    _stream_class: type[Stream] = Stream
+
     def wait_for_room(self) -> Any:
         """Wait until fewer than ``max_queued`` calls wait for a worker (at once without
         ``max_queued``); fails with PoolClosed if the Database closes meanwhile.
@@ -363,8 +434,8 @@ class BaseDatabase(Generic[F]):
         return self._returned(waiter, None, None)
 
     def stats(self) -> dict[str, Any]:
-        """A snapshot of the pool: workers busy/idle/pinned, queued, parked and waiting
-        for room, completed, errors, connects, hand-back wake-ups (signalled, and timed
+        """A snapshot of the pool: workers busy/idle/pinned, open streams, queued,
+        parked and waiting for room, completed, errors, connects, hand-back wake-ups (signalled, and timed
         while saturated), results settled and the largest batch settled at once;
         with ``autobatch``, the units run, the calls they carried, and the units that
         failed and ran one by one."""
@@ -372,6 +443,7 @@ class BaseDatabase(Generic[F]):
         stats["name"] = self.name
         stats["closed"] = self.closed
         stats["open_transactions"] = len(self._open_tx)
+        stats["streams"] = self._pool.streams()
         admission = self._admission
         stats["parked"] = admission.parked if admission else 0
         stats["waiting_for_room"] = admission.waiting if admission else 0
@@ -419,6 +491,36 @@ class BaseDatabase(Generic[F]):
                 f"tx must be a transaction handle from beginTransaction(), not {type(tx).__name__}")
         tx.check(self)
         return tx.queue.put
+
+    def _begin(self, read_only: bool, timeout: Optional[float]) -> tuple[Transaction, Any]:
+        """A transaction for a stream or a bulk load: its handle, and the future of
+        its begin (settled already on a blocking front-end, which waited)."""
+        if self._refusal is not None:
+            raise self._refusal
+        tx = Transaction(self)
+        self._open_tx.add(tx)
+        begun = self._call(Worker.begin, (tx, read_only), None, timeout)
+        if self._blocking:
+            settled = self._new_future()
+            self._settle(settled, True, begun)
+            return tx, settled
+        return tx, begun
+
+    def _submit(self, fn: JobFn, args: tuple[Any, ...], put: Callable[[Job], None]) -> F:
+        """Queue one job with ``put`` and return its future, without waiting on any
+        front-end (a stream's requests: it waits when its consumer needs them)."""
+        if self._refusal is not None:
+            raise self._refusal
+        future = self._new_future()
+        put((future, fn, None, self._statement_timeout) + args)
+        return future
+
+    def _end_tx(self, tx: Transaction, commit: bool) -> F:
+        """Commit or roll back ``tx``, returning the future without waiting."""
+        put = self._tx_put(tx)
+        tx.state = TxState.ENDING
+        self._open_tx.discard(tx)
+        return self._submit(Worker.finish, (tx, commit), put)
 
     def _finish(self, tx: Transaction, commit: bool) -> Any:
         put = self._tx_put(tx)

@@ -67,6 +67,11 @@ class ConnectionLost(Error):
         self.may_have_run = may_have_run
 
 
+class StreamTimeout(Error):
+    """A stream's consumer asked for nothing for ``idle_timeout`` seconds: the stream
+    was closed and its worker freed; ``delivered`` rows had reached the consumer."""
+
+
 class ForkError(Error):
     """The Database was created in another process; create it after forking."""
 

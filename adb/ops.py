@@ -51,3 +51,13 @@ def interaction(cursor: Cursor, driver: Driver, fn: Callable[..., Any], args: tu
                 kwargs: dict[str, Any]) -> Any:
     """Run the caller's ``fn(cursor, *args, **kwargs)`` and return what it returns."""
     return fn(cursor, *args, **kwargs)
+
+
+def copy_rows(cursor: Cursor, driver: Driver, table: str, columns: Any, rows: Any) -> int:
+    """Load an iterable of rows into ``table`` by the driver's bulk path; the count."""
+    return driver.copy_rows(cursor, table, columns, rows)
+
+
+def copy_text(cursor: Cursor, driver: Driver, table: str, columns: Any, source: Any) -> int:
+    """Load a file-like object of text-format lines into ``table``; the count."""
+    return driver.copy_text(cursor, table, columns, source)

@@ -206,6 +206,10 @@ class Pool:
             if worker.thread.ident is not None and worker.thread is not threading.current_thread():
                 worker.thread.join()
 
+    def streams(self) -> int:
+        """How many workers hold an open stream (each is pinned too)."""
+        return sum(w.streaming for w in self.workers)
+
     def stats(self) -> dict[str, Any]:
         workers = self.workers
         busy = sum(w.busy for w in workers)

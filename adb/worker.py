@@ -41,8 +41,10 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional, Protocol
 from . import health, ops
 from .call import ARGS, CLAIM, FN, FUTURE, RUN_TIMEOUT, CallState, Job, RunningCall
 from .dispatch import STOP, WAKE, Dispatch, Queued
-from .errors import ConnectionLost, PoolClosed, StatementTimeout, TransactionError
+from .errors import (ConnectionLost, InterfaceError, PoolClosed, StatementTimeout,
+                     StreamTimeout, TransactionError)
 from .handback import Handback
+from .rows import RowFactory
 from .sqltext import Path
 
 if TYPE_CHECKING:
@@ -117,6 +119,56 @@ class Counters(NamedTuple):
     unit_fallbacks: int
 
 
+class Batch(NamedTuple):
+    """One batch of a stream: its rows (shaped by the row factory), and whether
+    they are the last (the cursor is then closed)."""
+
+    rows: list[Any]
+    done: bool
+
+
+class StreamGate:
+    """Where a stream's consumer puts its requests for the worker serving it.
+
+    With ``idle_timeout``, a worker that waits that long for the next request
+    *shuts* the gate (only if no request is in the queue) and closes the stream;
+    a request put after that raises StreamTimeout instead of waiting forever in
+    a queue nobody reads. The lock makes shut-or-put one decision.
+    """
+
+    __slots__ = ("queue", "idle_timeout", "shut", "_lock")
+
+    def __init__(self, queue: SimpleQueue[Queued], idle_timeout: Optional[float]) -> None:
+        self.queue = queue
+        self.idle_timeout = idle_timeout
+        self.shut = False
+        self._lock = threading.Lock()
+
+    def put(self, job: Job) -> None:
+        """Queue a request for the worker (any thread); StreamTimeout once shut."""
+        with self._lock:
+            if self.shut:
+                raise StreamTimeout(
+                    f"the stream was idle for more than {self.idle_timeout} s and was closed")
+            self.queue.put(job)
+
+    def shut_if_idle(self) -> bool:
+        """Shut the gate unless a request is waiting (the worker's thread)."""
+        with self._lock:
+            if self.queue.empty():
+                self.shut = True
+            return self.shut
+
+
+class OpenStream(NamedTuple):
+    """The stream open on a worker's connection: its cursor, its gate, and whether
+    its transaction is its own (ended with it) or the caller's (which goes on)."""
+
+    cursor: Cursor
+    gate: StreamGate
+    own: bool
+
+
 class Unit:
     """The calls one worker runs as one (group commit), and the path they take
     together: a message if every statement may go in one, else one transaction."""
@@ -158,6 +210,7 @@ class Worker:
         self._lifetime: Optional[float] = None
         self._txq: Optional[SimpleQueue[Queued]] = None  # the queue of the transaction pinning it
         self._tx_lost = False  # that transaction's connection broke: it can only end
+        self._stream: Optional[OpenStream] = None  # a stream open in that transaction
         self._busy = False
         self._current: Optional[RunningCall] = None  # the running call, for the watchdog
         self._completed = self._errors = self._connects = self._recycled = 0
@@ -189,6 +242,11 @@ class Worker:
         """True while a transaction pins this worker."""
         return self._txq is not None
 
+    @property
+    def streaming(self) -> bool:
+        """True while a stream is open on this worker's connection."""
+        return self._stream is not None
+
     def counters(self) -> Counters:
         return Counters(self._completed, self._errors, self._connects, self._recycled,
                         self._units, self._batched, self._unit_fallbacks)
@@ -200,7 +258,7 @@ class Worker:
         try:
             self.warm_up()
             while True:
-                job = self._txq.get() if self._txq is not None else self.next_job()
+                job = self.pinned_job() if self._txq is not None else self.next_job()
                 if job is WAKE:
                     continue
                 if job is STOP:
@@ -251,6 +309,27 @@ class Worker:
         except ValueError:
             pass  # a caller took this worker meanwhile: its job waits in the inbox
         return job
+
+    def pinned_job(self) -> Queued:
+        """The next job of the transaction pinning this worker. While a stream with
+        an ``idle_timeout`` is open, a wait that long for its consumer closes it."""
+        queue, stream = self._txq, self._stream
+        assert queue is not None
+        if stream is None or stream.gate.idle_timeout is None:
+            return queue.get()
+        try:
+            return queue.get(timeout=stream.gate.idle_timeout)
+        except Empty:
+            if not stream.gate.shut_if_idle():
+                return queue.get()
+        log.info("%s: worker %d closed a stream idle for %s s", self._config.name, self.index,
+                 stream.gate.idle_timeout)
+        self.end_stream(exhausted=False)
+        if stream.own:
+            self._unpin()
+            self._tx_lost = False
+            self.rollback_quietly()
+        return WAKE
 
     def warm_up(self) -> None:
         """Connect before the first job so it pays no connect; failures wait for a job."""
@@ -429,6 +508,7 @@ class Worker:
 
     def disconnect(self, reason: Optional[str] = None) -> None:
         self._spare = None
+        self._stream = None  # its cursor dies with the connection
         if self._conn is not None:
             conn, self._conn = self._conn, None
             self.crew.connections.pop(threading.get_ident(), None)
@@ -568,10 +648,11 @@ class Worker:
 
     def in_transaction(self, op: ops.Op, *args: Any) -> Any:
         """One call inside the transaction pinning this worker."""
-        if self._tx_lost:
-            raise TransactionError(
-                "this transaction lost its connection; nothing of it was committed: "
-                "roll it back and start again")
+        self.check_transaction()
+        if self._stream is not None and self._driver.stream_exclusive:
+            raise InterfaceError(
+                f"a stream is open in this transaction and {self._driver.name} can run "
+                "nothing else on its connection until it ends: close the stream first")
         if op is not ops.interaction:
             return self.on_spare_cursor(self._conn, op, args)
         cursor = self._conn.cursor()
@@ -580,12 +661,14 @@ class Worker:
         finally:
             cursor.close()
 
-    def begin(self, tx: Tx) -> Tx:
-        """Pin this worker to ``tx`` and open the transaction."""
+    def begin(self, tx: Tx, read_only: bool = False) -> Tx:
+        """Pin this worker to ``tx`` and open the transaction (``read_only``: one
+        that only reads, where the server knows such a thing)."""
         try:
             if self.crew.stopping():
                 raise PoolClosed.closing(self._config.name)
-            self._driver.begin(self.connection())
+            conn = self.connection()
+            (self._driver.begin_read_only if read_only else self._driver.begin)(conn)
         except BaseException:
             tx.fail()
             raise
@@ -595,6 +678,7 @@ class Worker:
 
     def finish(self, tx: Tx, commit: bool) -> None:
         """Commit or roll back the pinned transaction and unpin."""
+        self.end_stream(exhausted=False)
         self._unpin()
         lost, self._tx_lost = self._tx_lost, False
         conn = self._conn
@@ -618,10 +702,57 @@ class Worker:
 
     def abandon(self, reason: str) -> None:
         """Roll back a transaction whose owner is gone (closed pool, lost handle)."""
+        self.end_stream(exhausted=False)
         self._unpin()
         self._tx_lost = False
         log.warning("%s: rolling back a transaction %s", self._config.name, reason)
         self.rollback_quietly()
+
+    # -- streams: a cursor open across jobs, in the pinned transaction -------------------
+
+    def open_stream(self, gate: StreamGate, own: bool, export: bool, sql: Any, params: Any,
+                    size: int, factory: RowFactory) -> Batch:
+        """Run the stream's statement on a cursor that stays open (``export``: as
+        text-format lines) and return its first batch."""
+        self.check_transaction()
+        if self._stream is not None:
+            raise InterfaceError("this transaction already has an open stream: close it first")
+        opener = self._driver.open_export if export else self._driver.open_stream
+        self._stream = OpenStream(opener(self._conn, sql, params), gate, own)
+        return self.fetch_stream(size, factory)
+
+    def fetch_stream(self, size: int, factory: RowFactory) -> Batch:
+        """The next batch of the open stream; the last one closes its cursor."""
+        stream = self._stream
+        if stream is None:
+            raise InterfaceError("the stream is closed")
+        rows = self._driver.fetch_stream(stream.cursor, size)
+        done = len(rows) < size
+        shaped = factory(stream.cursor.description, rows) if rows else []
+        if done:
+            self.end_stream(exhausted=True)
+        return Batch(shaped, done)
+
+    def close_stream(self) -> None:
+        """Close the open stream before its end (its consumer stopped early)."""
+        self.end_stream(exhausted=False)
+
+    def end_stream(self, exhausted: bool) -> None:
+        """Close the stream's cursor; drop the connection where that is what
+        leaves it clean (the driver says, see ``Driver.close_stream``)."""
+        stream, self._stream = self._stream, None
+        if stream is None or self._conn is None:
+            return
+        if self._driver.close_stream(stream.cursor, exhausted, not stream.own):
+            self.disconnect("a stream closed before its end")
+            if self._txq is not None:
+                self._tx_lost = True
+
+    def check_transaction(self) -> None:
+        if self._tx_lost or self._conn is None:
+            raise TransactionError(
+                "this transaction lost its connection; nothing of it was committed: "
+                "roll it back and start again")
 
     def _pin(self, queue: SimpleQueue[Queued]) -> None:
         self._txq = queue
@@ -651,5 +782,5 @@ def abandon_job(reason: str) -> Job:
     return (None, Worker.abandon, None, None, reason)
 
 
-__all__ = ["Counters", "Crew", "PoolConfig", "Tx", "Unit", "Worker", "abandon_job", "JOB_SQL",
-           "JOB_PARAMS"]
+__all__ = ["Batch", "Counters", "Crew", "OpenStream", "PoolConfig", "StreamGate", "Tx", "Unit",
+           "Worker", "abandon_job", "JOB_SQL", "JOB_PARAMS"]

@@ -3,6 +3,7 @@ sockets and connection options, whichever Python wrapper drives them."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import socket
 from typing import Any
@@ -53,3 +54,33 @@ def shut_down(fd: int) -> None:
         sock.shutdown(socket.SHUT_RDWR)
     finally:
         sock.close()
+
+
+_stream_names = itertools.count(1)
+
+
+def begin_read_only(driver: Any, conn: Any) -> None:
+    """A transaction that only reads: ``SET TRANSACTION`` is its first statement."""
+    driver.begin(conn)
+    cursor = conn.cursor()
+    try:
+        cursor.execute("SET TRANSACTION READ ONLY")
+    finally:
+        cursor.close()
+
+
+def open_stream(driver: Any, conn: Any, sql: Any, params: Any) -> Any:
+    """A named (server-side) cursor: each fetch is a ``FETCH`` of one batch."""
+    cursor = conn.cursor(name=f"adb_stream_{next(_stream_names)}")
+    try:
+        cursor.execute(sql) if params is None else cursor.execute(sql, params)
+    except BaseException:
+        driver.close_stream(cursor, False, True)
+        raise
+    return cursor
+
+
+def copy_from_sql(table: str, columns: Any) -> str:
+    """``COPY table (columns) FROM STDIN``, in the text format."""
+    names = f" ({', '.join(columns)})" if columns else ""
+    return f"COPY {table}{names} FROM STDIN"

@@ -13,6 +13,7 @@ import select
 import socket
 from typing import Any, Callable, Iterable, Optional, Sequence
 
+from ..copytext import line, parse, value_text
 from ..errors import InterfaceError
 from ..sqltext import Path, PathCache, self_contained
 from ..target import Family, Target
@@ -149,6 +150,77 @@ class Driver:
         """True when ``exc`` means ``conn`` is unusable and must be replaced."""
         return False
 
+    # -- streams and bulk loads (adb.stream, adb.bulk) -----------------------------------
+
+    #: True when a connection can run nothing else while a stream's cursor is open
+    stream_exclusive = False
+
+    def begin_read_only(self, conn: Connection) -> None:
+        """Start an explicit transaction that only reads (a plain one by default)."""
+        self.begin(conn)
+
+    def open_stream(self, conn: Connection, sql: Any, params: Any) -> Cursor:
+        """Execute ``sql`` on a cursor that fetches its rows batch by batch, from the
+        server where the module can (a server-side cursor); inside a transaction."""
+        cursor = conn.cursor()
+        try:
+            cursor.execute(sql) if params is None else cursor.execute(sql, params)
+        except BaseException:
+            cursor.close()
+            raise
+        return cursor
+
+    def fetch_stream(self, cursor: Cursor, size: int) -> list[Any]:
+        """Up to ``size`` more rows of a stream; fewer means its end."""
+        rows: list[Any] = cursor.fetchmany(size)
+        return rows
+
+    def close_stream(self, cursor: Cursor, exhausted: bool, keep_transaction: bool) -> bool:
+        """Close a stream's cursor, at its end or before it; True when the connection
+        must be dropped instead (it could not be made clean cheaply). With
+        ``keep_transaction`` the caller's transaction goes on, so the connection
+        must not be dropped."""
+        try:
+            cursor.close()
+        except Exception:  # a broken connection, or an aborted transaction rolled back next
+            pass
+        return False
+
+    def copy_rows(self, cursor: Cursor, table: str, columns: Optional[Sequence[str]],
+                  rows: Iterable[Sequence[Any]]) -> int:
+        """Load ``rows`` into ``table`` inside the open transaction; return the count.
+        By default one multi-row ``executemany`` of an INSERT per chunk of rows."""
+        total = 0
+        sql = None
+        for chunk in chunked(rows, self.copy_chunk):
+            if sql is None:
+                sql = self.insert_sql(table, columns, len(chunk[0]))
+            total += self.executemany(cursor, sql, chunk)
+        return total
+
+    def copy_text(self, cursor: Cursor, table: str, columns: Optional[Sequence[str]],
+                  source: Any) -> int:
+        """Load a file-like object of text-format lines (``adb.copytext``)."""
+        return self.copy_rows(cursor, table, columns, parse(source))
+
+    #: rows per chunk of a bulk load: the most it holds in memory at once
+    copy_chunk = 5000
+
+    def insert_sql(self, table: str, columns: Optional[Sequence[str]], width: int) -> str:
+        """The INSERT that loads one row of ``width`` values."""
+        mark = "?" if self.paramstyle == "qmark" else "%s"
+        names = f" ({', '.join(columns)})" if columns else ""
+        return f"INSERT INTO {table}{names} VALUES ({', '.join([mark] * width)})"
+
+    #: how a value is written in the text format (``adb.copytext``)
+    render_value: Callable[[Any], str] = staticmethod(value_text)
+
+    def open_export(self, conn: Connection, sql: Any, params: Any) -> Cursor:
+        """A stream's cursor whose rows are text-format lines (``copy_out``): by
+        default the stream of ``sql``, each row rendered by ``render_value``."""
+        return TextRows(self.open_stream(conn, sql, params), self.render_value)
+
+
     # -- autobatch (adb.sqltext, adb.worker): how a unit of standalone operations runs --
 
     #: a message longer than this (characters) runs as a transaction instead
@@ -205,6 +277,35 @@ class Driver:
     def message_safe(sql: str, line_comment: tuple[str, ...] = ("--",)) -> Path:
         """MESSAGE for a self-contained statement, else TRANSACTION."""
         return Path.MESSAGE if self_contained(sql, line_comment) else Path.TRANSACTION
+
+
+class TextRows:
+    """A stream's cursor whose rows come out as text-format lines."""
+
+    description = None
+
+    def __init__(self, cursor: Cursor, render: Callable[[Any], str]) -> None:
+        self.cursor = cursor
+        self.render = render
+
+    def fetchmany(self, size: int) -> list[str]:
+        render = self.render
+        return [line(row, render) for row in self.cursor.fetchmany(size)]
+
+    def close(self) -> None:
+        self.cursor.close()
+
+
+def chunked(rows: Iterable[Sequence[Any]], size: int) -> Iterable[list[Sequence[Any]]]:
+    """``rows`` in lists of up to ``size``, read one list at a time."""
+    chunk: list[Sequence[Any]] = []
+    for row in rows:
+        chunk.append(row)
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
 
 
 def _check_signature(connect: Callable[..., Any], kwargs: dict[str, Any], name: str) -> None:

@@ -15,8 +15,9 @@ waits without holding the GIL.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Optional, Sequence
 
+from ..copytext import text_chunks
 from ..errors import InterfaceError
 from ..sqltext import Path, without_terminator
 from ..target import Family
@@ -71,6 +72,38 @@ class PsycopgDriver(Driver):
         conn.rollback()
         conn.autocommit = True
 
+    begin_read_only = _libpq.begin_read_only
+    open_stream = _libpq.open_stream
+
+    def close_stream(self, cursor: Cursor, exhausted: bool, keep_transaction: bool) -> bool:
+        if isinstance(cursor, CopyOut):
+            cursor.end(cancel=not (exhausted or keep_transaction))
+            return False
+        return super().close_stream(cursor, exhausted, keep_transaction)
+
+    def open_export(self, conn: Connection, sql: Any, params: Any) -> Cursor:
+        """``COPY (sql) TO STDOUT``: the server writes the text format itself."""
+        return CopyOut(conn.cursor(), f"COPY ({without_terminator(sql)}) TO STDOUT", params)
+
+    def copy_rows(self, cursor: Cursor, table: str, columns: Optional[Sequence[str]],
+                  rows: Iterable[Sequence[Any]]) -> int:
+        """One ``COPY ... FROM STDIN``: psycopg writes each row as it comes and
+        sends the data in pieces, so memory stays bounded however many rows."""
+        with cursor.copy(_libpq.copy_from_sql(table, columns)) as copy:
+            write_row = copy.write_row
+            for row in rows:
+                write_row(row)
+        count: int = cursor.rowcount
+        return count
+
+    def copy_text(self, cursor: Cursor, table: str, columns: Optional[Sequence[str]],
+                  source: Any) -> int:
+        with cursor.copy(_libpq.copy_from_sql(table, columns)) as copy:
+            for piece in text_chunks(source):
+                copy.write(piece)
+        count: int = cursor.rowcount
+        return count
+
     def failed_transaction(self, conn: Connection) -> bool:
         return bool(conn.info.transaction_status == self.dbapi.pq.TransactionStatus.INERROR)
 
@@ -117,6 +150,46 @@ class PsycopgDriver(Driver):
         finally:
             cursor.close()
         return counts
+
+
+class CopyOut:
+    """A ``COPY ... TO STDOUT`` read as a stream's cursor: each row is one line."""
+
+    description = None
+
+    def __init__(self, cursor: Cursor, sql: str, params: Any) -> None:
+        self.cursor = cursor
+        self.block = cursor.copy(sql, params)
+        try:
+            self.copy = self.block.__enter__()
+        except BaseException:
+            cursor.close()
+            raise
+
+    def fetchmany(self, size: int) -> list[str]:
+        read, lines = self.copy.read, []
+        while len(lines) < size:
+            data = read()
+            if not data:
+                break
+            lines.append(bytes(data).decode())
+        return lines
+
+    def end(self, cancel: bool) -> None:
+        """Finish the COPY: read what is left, or (``cancel``) have the server stop
+        it, which aborts the transaction (adb then rolls it back)."""
+        try:
+            if cancel:
+                stop = InterruptedError("the stream was closed before its end")
+                self.block.__exit__(type(stop), stop, None)
+            else:
+                while self.copy.read():
+                    pass
+                self.block.__exit__(None, None, None)
+        except Exception:  # the cancel's error, or a broken connection seen next
+            pass
+        finally:
+            self.cursor.close()
 
 
 def _threshold(value: Any) -> Any:

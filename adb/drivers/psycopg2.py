@@ -8,6 +8,7 @@ statement falls back to ``executemany``.
 
 from __future__ import annotations
 
+import io
 import re
 import weakref
 from typing import Any, Iterable, Optional, Sequence
@@ -16,7 +17,8 @@ from ..errors import InterfaceError
 from ..sqltext import Path, without_terminator
 from ..target import Family
 from . import _libpq
-from .base import Connection, Cursor, Driver, DriverInfo
+from ..copytext import lines
+from .base import Connection, Cursor, Driver, DriverInfo, chunked
 
 _VALUES = re.compile(r"\bvalues\s*\(", re.IGNORECASE)
 #: what the splitter does not parse (dollar quotes, comments, E'' escapes): left to executemany
@@ -82,6 +84,27 @@ class Psycopg2Driver(Driver):
     def rollback(self, conn: Connection) -> None:
         conn.rollback()
         conn.autocommit = True
+
+    begin_read_only = _libpq.begin_read_only
+    open_stream = _libpq.open_stream
+
+    def copy_rows(self, cursor: Cursor, table: str, columns: Optional[Sequence[str]],
+                  rows: Iterable[Sequence[Any]]) -> int:
+        """``COPY ... FROM STDIN`` per chunk of rows, written in the text format
+        (``copy_expert`` reads a whole file in one call: a chunk is that file)."""
+        sql = _libpq.copy_from_sql(table, columns)
+        total = 0
+        for chunk in chunked(rows, self.copy_chunk):
+            cursor.copy_expert(sql, io.StringIO("".join(lines(chunk))))
+            total += cursor.rowcount
+        return total
+
+    def copy_text(self, cursor: Cursor, table: str, columns: Optional[Sequence[str]],
+                  source: Any) -> int:
+        """One ``COPY ... FROM STDIN`` that reads ``source`` piece by piece."""
+        cursor.copy_expert(_libpq.copy_from_sql(table, columns), source)
+        count: int = cursor.rowcount
+        return count
 
     def failed_transaction(self, conn: Connection) -> bool:
         from psycopg2.extensions import TRANSACTION_STATUS_INERROR

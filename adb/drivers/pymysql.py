@@ -8,14 +8,19 @@ inserts, its bulk fast path.
 from __future__ import annotations
 
 import socket
-from typing import Any, Optional
+import tempfile
+from typing import Any, Iterable, Optional, Sequence
 
+from ..copytext import lines, mysql_value_text, text_chunks
 from ..errors import InterfaceError
 from ..sqltext import Path, without_terminator
 from ..target import Family
-from .base import Connection, Cursor, Driver, DriverInfo, readable
+from .base import Connection, Cursor, Driver, DriverInfo, chunked, readable
 
-_INT_KEYS = {"port", "connect_timeout", "read_timeout", "write_timeout",
+#: rows per ``LOAD DATA`` of a bulk load (one temporary file each)
+LOAD_CHUNK = 20000
+
+_INT_KEYS = {"port", "connect_timeout", "read_timeout", "write_timeout", "local_infile",
              "max_allowed_packet", "client_flag"}
 
 
@@ -87,6 +92,84 @@ class PyMySQLDriver(Driver):
             return True
         return isinstance(exc, err.OperationalError) and exc.args[:1] in (
             (2006,), (2013,), (2014,), (1927,), (4031,))
+
+    # -- streams and bulk loads --------------------------------------------------------
+
+    #: an unbuffered result must be read to its end before the connection runs anything else
+    stream_exclusive = True
+    render_value = staticmethod(mysql_value_text)
+
+    def begin_read_only(self, conn: Connection) -> None:
+        with conn.cursor() as cursor:
+            cursor.execute("START TRANSACTION READ ONLY")
+
+    def open_stream(self, conn: Connection, sql: Any, params: Any) -> Cursor:
+        """An unbuffered ``SSCursor``: rows are read off the socket as they are fetched."""
+        from pymysql.cursors import SSCursor
+        cursor = conn.cursor(SSCursor)
+        try:
+            cursor.execute(sql, params)
+        except BaseException:
+            cursor.close()
+            raise
+        return cursor
+
+    def fetch_stream(self, cursor: Cursor, size: int) -> list[Any]:
+        return list(cursor.fetchmany(size))
+
+    def close_stream(self, cursor: Cursor, exhausted: bool, keep_transaction: bool) -> bool:
+        """An unbuffered result not read to its end blocks the connection: closing
+        the cursor reads (and drops) every row left, however many millions. So a
+        stream closed early in a transaction of its own drops its connection (one
+        reconnect); in the caller's transaction, which must go on, it reads the rest."""
+        if exhausted or keep_transaction:
+            return super().close_stream(cursor, exhausted, keep_transaction)
+        return True
+
+    @property
+    def local_infile(self) -> bool:
+        """True when the connections may send files (``local_infile=1``)."""
+        return bool(self.connect_kwargs.get("local_infile"))
+
+    def copy_rows(self, cursor: Cursor, table: str, columns: Optional[Sequence[str]],
+                  rows: Iterable[Sequence[Any]]) -> int:
+        """``LOAD DATA LOCAL INFILE`` per chunk (about twice the rate of multi-row
+        INSERTs here) when the Database was opened with ``local_infile=1``;
+        otherwise PyMySQL's multi-row INSERTs."""
+        if not self.local_infile:
+            return super().copy_rows(cursor, table, columns, rows)
+        total = 0
+        for chunk in chunked(rows, LOAD_CHUNK):
+            total += self.load_data(cursor, table, columns, "".join(lines(chunk, self.render_value)),
+                                    len(chunk))
+        return total
+
+    def copy_text(self, cursor: Cursor, table: str, columns: Optional[Sequence[str]],
+                  source: Any) -> int:
+        if not self.local_infile:
+            return super().copy_text(cursor, table, columns, source)
+        return sum(self.load_data(cursor, table, columns, piece, piece.count("\n"))
+                   for piece in text_chunks(source, 1 << 21))
+
+    def load_data(self, cursor: Cursor, table: str, columns: Optional[Sequence[str]],
+                  text: str, expected: int) -> int:
+        """Load one piece of text through a temporary file. With LOCAL the server
+        turns a bad row into a warning and goes on, so any warning, or a count
+        short of ``expected``, fails the load (the transaction then rolls back)."""
+        names = f" ({', '.join(columns)})" if columns else ""
+        with tempfile.NamedTemporaryFile("w", encoding="utf-8", suffix=".tsv") as piece:
+            piece.write(text)
+            piece.flush()
+            cursor.execute(f"LOAD DATA LOCAL INFILE %s INTO TABLE {table} "
+                           f"CHARACTER SET utf8mb4{names}", (piece.name,))
+        count: int = cursor.rowcount
+        if cursor.warning_count or count != expected:
+            cursor.execute("SHOW WARNINGS LIMIT 5")
+            said = "; ".join(f"{level} {code}: {message}"
+                             for level, code, message in cursor.fetchall())
+            raise self.dbapi.err.DataError(
+                f"LOAD DATA loaded {count} of {expected} rows into {table} ({said})")
+        return count
 
     def enable_autobatch(self) -> None:
         self.multi_statements = True

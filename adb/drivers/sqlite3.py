@@ -77,6 +77,11 @@ class SQLiteDriver(Driver):
     def begin(self, conn: Connection) -> None:
         conn.execute("begin immediate")
 
+    def begin_read_only(self, conn: Connection) -> None:
+        """A deferred transaction: it takes no write lock, and in WAL mode its
+        reads see one snapshot while writers go on."""
+        conn.execute("begin")
+
     def commit(self, conn: Connection) -> None:
         conn.execute("commit")
 

@@ -1,0 +1,153 @@
+"""Bulk loads (``copy_in``): many rows into one table, in one transaction.
+
+A load is written once, as *steps*: a generator that yields the futures it
+needs (the begin, each chunk's job, the commit) and gets their values back.
+``run_async`` drives the steps on a front-end with futures (awaiting each),
+``run_blocking`` on adb.sync (waiting for each), so both keep one order of
+events and one rule: if anything fails, the transaction is rolled back and no
+row of the load remains.
+
+Where the rows come from decides who reads them. A plain iterable or a
+file-like object is read by the worker thread itself, as the driver loads it
+(``Driver.copy_rows``/``copy_text``), so it never waits on the loop. An async
+iterable is read on the loop, a chunk at a time: one chunk loads while the next
+is gathered, so at most two chunks are held.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Generator, Sequence
+from typing import Any, Optional, Protocol
+
+from . import ops
+from .errors import InterfaceError
+from .transaction import Transaction
+from .worker import Worker
+
+#: rows per chunk of an async iterable: each chunk is one job for the worker
+CHUNK = 5000
+
+_IDENT = r'(?:[A-Za-z_][\w$]*|"(?:[^"]|"")+"|`(?:[^`]|``)+`)'
+_TABLE = re.compile(rf"{_IDENT}(?:\.{_IDENT}){{0,2}}\Z")
+_COLUMN = re.compile(rf"{_IDENT}\Z")
+
+#: what a load's steps yield: a future (or an awaitable of the source) to wait for
+Steps = Generator[Any, Any, int]
+
+
+class Loader(Protocol):
+    """What a load uses of its Database (``adb.core.BaseDatabase``)."""
+
+    def _begin(self, read_only: bool, timeout: Optional[float]) -> tuple[Transaction, Any]: ...
+    def _submit(self, fn: Any, args: tuple[Any, ...], put: Any) -> Any: ...
+    def _end_tx(self, tx: Transaction, commit: bool) -> Any: ...
+    def _tx_put(self, tx: Transaction) -> Any: ...
+
+
+def check_target(table: object, columns: object) -> tuple[str, Optional[tuple[str, ...]]]:
+    """The table and column names, checked: they go into the statement's text."""
+    if not isinstance(table, str) or not _TABLE.match(table):
+        raise InterfaceError(
+            f"copy_in needs a table name (an identifier, optionally schema-qualified or "
+            f"quoted), not {table!r}")
+    if columns is None:
+        return table, None
+    if isinstance(columns, (str, bytes)) or not isinstance(columns, Sequence) or not columns:
+        raise InterfaceError(f"columns must be a non-empty list of column names, not {columns!r}")
+    for name in columns:
+        if not isinstance(name, str) or not _COLUMN.match(name):
+            raise InterfaceError(f"{name!r} is not a column name")
+    return table, tuple(columns)
+
+
+def check_source(rows: object, blocking: bool) -> None:
+    """Refuse a source copy_in cannot read, now rather than in the worker."""
+    if hasattr(rows, "__aiter__"):
+        if blocking:
+            raise TypeError("adb.sync's copy_in reads a plain iterable or a file, "
+                            "not an async iterable")
+        return
+    if isinstance(rows, (str, bytes)) or not (hasattr(rows, "__iter__") or hasattr(rows, "read")):
+        raise TypeError(f"copy_in needs an iterable of rows, an async iterable of rows or a "
+                        f"file-like object of text-format lines, not {type(rows).__name__}")
+
+
+def load(db: Loader, table: str, columns: Optional[tuple[str, ...]], source: Any,
+         tx: Optional[Transaction], timeout: Optional[float]) -> Steps:
+    """The steps of one load; returns the row count."""
+    own = tx is None
+    if tx is None:
+        tx, begun = db._begin(False, timeout)
+        yield begun
+    try:
+        put = db._tx_put(tx)
+        if hasattr(source, "__aiter__"):
+            count = yield from _chunks(db, put, table, columns, source)
+        else:
+            op = ops.copy_text if hasattr(source, "read") else ops.copy_rows
+            count = yield db._submit(Worker.in_transaction, (op, table, columns, source), put)
+    except BaseException:
+        if own and tx.active:
+            yield db._end_tx(tx, False)
+        raise
+    if own:
+        yield db._end_tx(tx, True)
+    return int(count)
+
+
+def _chunks(db: Loader, put: Any, table: str, columns: Optional[tuple[str, ...]],
+            source: Any) -> Steps:
+    """An async iterable, a chunk per job; the next chunk is gathered while one loads."""
+    rows = source.__aiter__()
+    total, loading, more = 0, None, True
+    while more:
+        chunk: list[Any] = []
+        try:
+            while len(chunk) < CHUNK:
+                chunk.append((yield rows.__anext__()))
+        except StopAsyncIteration:
+            more = False
+        if loading is not None:
+            total += yield loading
+            loading = None
+        if chunk:
+            loading = db._submit(Worker.in_transaction, (ops.copy_rows, table, columns, chunk),
+                                 put)
+    if loading is not None:
+        total += yield loading
+    return total
+
+
+async def run_async(steps: Steps) -> int:
+    """Drive ``steps``, awaiting each future they yield."""
+    value: Any = None
+    error: Optional[BaseException] = None
+    while True:
+        try:
+            step = steps.send(value) if error is None else steps.throw(error)
+        except StopIteration as stop:
+            return int(stop.value)
+        try:
+            value, error = await step, None
+        except BaseException as exc:  # thrown into the steps: they roll back, then re-raise
+            value, error = None, exc
+
+
+def run_blocking(steps: Steps) -> int:
+    """Drive ``steps`` on a blocking front-end, waiting for each future they yield."""
+    value: Any = None
+    error: Optional[BaseException] = None
+    while True:
+        try:
+            step = steps.send(value) if error is None else steps.throw(error)
+        except StopIteration as stop:
+            return int(stop.value)
+        try:
+            step.wait(None)
+            value, error = step.result(), None
+        except BaseException as exc:
+            value, error = None, exc
+
+
+__all__ = ["CHUNK", "check_source", "check_target", "load", "run_async", "run_blocking"]

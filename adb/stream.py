@@ -1,0 +1,324 @@
+"""Streams: the rows of one statement, batch by batch, with bounded memory.
+
+A stream holds one worker the way a transaction does: in a transaction of its
+own (read-only where the server allows it) or in the caller's. The worker keeps
+a cursor open across jobs (``Worker.open_stream``/``fetch_stream``; a
+server-side cursor where the driver has one) and fetches a batch only when the
+consumer asks for one. The consumer asks for the next batch as it starts on
+the current one, so at most two batches are held: the one being read and the
+one being fetched. A slow consumer slows the fetching; memory does not grow.
+
+Every way out closes the cursor and frees the worker: the end of the rows, an
+early ``close()``, the stream being dropped (``break`` out of a loop, an
+exception in it, a cancelled task), an idle consumer (``idle_timeout``), the
+Database closing, and a lost connection. The errors of the last three say how
+many rows had reached the consumer (``delivered``).
+
+``Stream`` is the asynchronous form (asyncio, Tornado, Twisted), ``SyncStream``
+the blocking one; ``StreamCore`` is what they share.
+"""
+
+from __future__ import annotations
+
+import enum
+import weakref
+from operator import length_hint
+from typing import Any, Iterator, Optional, Protocol
+
+from .call import job
+from .errors import Error, StreamTimeout
+from .rows import RowFactory
+from .transaction import Transaction, TxState
+from .worker import Batch, StreamGate, Worker
+
+
+class StreamState(enum.Enum):
+    OPEN = "open"      # batches are still being fetched
+    ENDED = "ended"    # every row was fetched; some may not have been read yet
+    CLOSED = "closed"  # finished: read to the end, or closed early
+    FAILED = "failed"  # an error ended it; the consumer got that error
+
+
+class Streamer(Protocol):
+    """What a stream uses of its Database (``adb.core.BaseDatabase``)."""
+
+    name: str
+    _refusal: Optional[BaseException]
+
+    def _begin(self, read_only: bool, timeout: Optional[float]) -> tuple[Transaction, Any]: ...
+    def _submit(self, fn: Any, args: tuple[Any, ...], put: Any) -> Any: ...
+    def _end_tx(self, tx: Transaction, commit: bool) -> Any: ...
+    def _discard(self, future: Any) -> None: ...
+
+
+class StreamCore:
+    """A stream's requests and state, whatever its front-end. A subclass waits for
+    the futures (``await`` or a blocking wait) and iterates."""
+
+    def __init__(self, db: Streamer, sql: Any, params: Any, tx: Optional[Transaction],
+                 size: int, factory: RowFactory, timeout: Optional[float],
+                 idle_timeout: Optional[float], export: bool) -> None:
+        self._db = db
+        self._size = size
+        self._factory = factory
+        self.state = StreamState.OPEN
+        self._own = tx is None
+        self._begun: Any = None
+        if tx is None:
+            tx, self._begun = db._begin(True, timeout)
+        else:
+            if db._refusal is not None:
+                raise db._refusal
+            tx.check(db)  # type: ignore[arg-type]
+        self._tx = tx
+        self._gate = StreamGate(tx.queue, idle_timeout)
+        self._rows: Iterator[Any] = iter(())
+        self._taken = 0  # rows received in batches
+        self._ending: Any = None  # the commit of its own transaction, sent at the end
+        self._error: Optional[BaseException] = None  # a request that could not be sent
+        self._pending: Any = db._submit(
+            Worker.open_stream, (self._gate, self._own, export, sql, params, size, factory),
+            self._gate.put)
+        self._finalizer = weakref.finalize(self, _dropped, tx, self._gate, self._own)
+
+    def __repr__(self) -> str:
+        return (f"<adb stream of {self._db.name!r} {self.state.value}, "
+                f"{self.delivered} rows delivered>")
+
+    @property
+    def delivered(self) -> int:
+        """How many rows have reached the consumer."""
+        return self._taken - length_hint(self._rows)
+
+    # -- the requests ------------------------------------------------------------------
+
+    def _take_pending(self) -> Any:
+        """The future of the next batch; None once every row was fetched."""
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise self._failed(error)
+        pending, self._pending = self._pending, None
+        return pending
+
+    def _received(self, batch: Batch) -> list[Any]:
+        """A batch arrived: ask for the next one at once (the second buffered batch),
+        or, after the last, end the stream's own transaction."""
+        rows, done = batch
+        self._taken += len(rows)
+        self._rows = iter(rows)
+        if done:
+            self.state = StreamState.ENDED
+            self._finalizer.detach()
+            if self._own:
+                self._ending = self._send_end(commit=True)
+        else:
+            try:
+                self._pending = self._request()
+            except Exception as exc:  # raised when the consumer reaches it
+                self._error = exc
+        return rows
+
+    def _request(self) -> Any:
+        db = self._db
+        if db._refusal is not None:
+            raise db._refusal
+        self._tx.check(db)  # type: ignore[arg-type]
+        return db._submit(Worker.fetch_stream, (self._size, self._factory), self._gate.put)
+
+    def _send_end(self, commit: bool) -> Any:
+        """End the stream's own transaction; the future of that, or None if it is over."""
+        if self._tx.state not in (TxState.BEGINNING, TxState.ACTIVE):
+            return None
+        try:
+            return self._db._end_tx(self._tx, commit)
+        except Error:  # the Database is closing: it rolls the transaction back itself
+            return None
+
+    def _close_requests(self) -> Any:
+        """Send what closes the stream; the future to wait for, or None."""
+        if self.state in (StreamState.CLOSED, StreamState.FAILED):
+            return None
+        was, self.state = self.state, StreamState.CLOSED
+        self._finalizer.detach()
+        self._rows = iter(())
+        for future in (self._pending, self._begun):
+            if future is not None:
+                self._db._discard(future)
+        self._pending = self._begun = None
+        if self._ending is not None:
+            ending, self._ending = self._ending, None
+            return ending
+        if self._own:
+            return self._send_end(commit=False)
+        if was is StreamState.ENDED:
+            return None
+        try:
+            return self._db._submit(Worker.close_stream, (), self._gate.put)
+        except Error:  # idle-closed already, or the Database is closing
+            return None
+
+    def _close_quietly(self) -> None:
+        """Close without waiting (after an error, or in a cancelled task)."""
+        future = self._close_requests()
+        if future is not None:
+            self._db._discard(future)
+
+    def _failed(self, exc: BaseException) -> BaseException:
+        """The stream ends with ``exc``: close it, and say in adb's own errors how
+        many rows had reached the consumer."""
+        delivered = self.delivered
+        self._close_quietly()
+        self.state = StreamState.FAILED
+        if isinstance(exc, Error) and not hasattr(exc, "delivered"):
+            exc.delivered = delivered  # type: ignore[attr-defined]
+            if exc.args and isinstance(exc.args[0], str):
+                exc.args = (f"{exc.args[0]} (the stream had delivered {delivered} rows)",
+                            *exc.args[1:])
+        return exc
+
+
+def _dropped(tx: Transaction, gate: StreamGate, own: bool) -> None:
+    """A stream was dropped while open (``break``, an exception in the loop): its
+    worker closes the cursor and, for its own transaction, rolls it back. Nobody
+    waits for that."""
+    if own:
+        if tx.state in (TxState.BEGINNING, TxState.ACTIVE):
+            tx.state = TxState.ENDING
+            tx.queue.put(job(None, Worker.finish, None, None, (tx, False)))
+        return
+    try:
+        gate.put(job(None, Worker.close_stream, None, None, ()))
+    except StreamTimeout:
+        pass
+
+
+class Stream(StreamCore):
+    """``async for row in db.stream(...)``, or ``async with db.stream(...) as rows``.
+
+    ``await fetch()`` gives the rest of the current batch, or the next batch
+    ([] at the end); ``await aclose()`` ends it early. Breaking out of the loop
+    or raising in it closes it too (at once: the stream is dropped).
+    """
+
+    def __aiter__(self) -> Stream:
+        return self
+
+    async def __anext__(self) -> Any:
+        for row in self._rows:
+            return row
+        while True:
+            rows = await self._next_batch()
+            if rows:
+                return next(self._rows)
+
+    async def _next_batch(self) -> list[Any]:
+        pending = self._take_pending()
+        if pending is None:
+            await self._end()
+            raise StopAsyncIteration
+        try:
+            if self._begun is not None:
+                begun, self._begun = self._begun, None
+                await begun
+            batch = await pending
+        except BaseException as exc:
+            raise self._failed(exc)
+        return self._received(batch)
+
+    async def _end(self) -> None:
+        ending, self._ending = self._ending, None
+        self.state = StreamState.CLOSED
+        if ending is not None:
+            await ending
+
+    async def fetch(self) -> list[Any]:
+        """The rest of the current batch, or the next batch; [] at the end."""
+        rest = list(self._rows)
+        if rest:
+            return rest
+        try:
+            rows = await self._next_batch()
+        except StopAsyncIteration:
+            return []
+        self._rows = iter(())  # all of it goes to the caller
+        return rows
+
+    async def aclose(self) -> None:
+        """End the stream now: its cursor is closed and its worker freed."""
+        future = self._close_requests()
+        if future is not None:
+            await future
+
+    async def __aenter__(self) -> Stream:
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self.aclose()
+
+
+class SyncStream(StreamCore):
+    """``for row in db.stream(...)``, or ``with db.stream(...) as rows`` (adb.sync).
+
+    ``fetch()`` gives the rest of the current batch, or the next ([] at the
+    end); ``close()`` ends it early. Breaking out of the loop closes it too.
+    """
+
+    def __iter__(self) -> SyncStream:
+        return self
+
+    def __next__(self) -> Any:
+        for row in self._rows:
+            return row
+        while True:
+            if self._next_batch():
+                return next(self._rows)
+
+    def _next_batch(self) -> list[Any]:
+        pending = self._take_pending()
+        if pending is None:
+            self._end()
+            raise StopIteration
+        try:
+            batch = _wait(pending)
+        except BaseException as exc:
+            raise self._failed(exc)
+        return self._received(batch)
+
+    def _end(self) -> None:
+        ending, self._ending = self._ending, None
+        self.state = StreamState.CLOSED
+        if ending is not None:
+            _wait(ending)
+
+    def fetch(self) -> list[Any]:
+        """The rest of the current batch, or the next batch; [] at the end."""
+        rest = list(self._rows)
+        if rest:
+            return rest
+        try:
+            rows = self._next_batch()
+        except StopIteration:
+            return []
+        self._rows = iter(())  # all of it goes to the caller
+        return rows
+
+    def close(self) -> None:
+        """End the stream now: its cursor is closed and its worker freed."""
+        future = self._close_requests()
+        if future is not None:
+            _wait(future)
+
+    def __enter__(self) -> SyncStream:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+
+def _wait(waiter: Any) -> Any:
+    """The value of a blocking front-end's future (``adb.core.Waitable``)."""
+    waiter.wait(None)
+    return waiter.result()
+
+
+__all__ = ["Stream", "StreamCore", "StreamState", "Streamer", "SyncStream"]
