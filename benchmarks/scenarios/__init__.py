@@ -16,8 +16,8 @@ MongoDB clients as its roster; ``sequential`` has a MongoDB twin,
 
 from __future__ import annotations
 
-from . import (bigdata, iibench, mongo_tasks, parallel_insert, sequential, sequential_mongo, web,
-               web_hello)
+from . import (bigdata, bulk, iibench, mongo_tasks, parallel_insert, sequential, sequential_mongo,
+               web, web_hello)
 from .base import Scenario
 
 #: every scenario by name, in the order ``--list`` shows them
@@ -28,6 +28,7 @@ SCENARIOS = {scenario.name: scenario for scenario in (
     web_hello.SCENARIO,
     iibench.SCENARIO,
     bigdata.SCENARIO,
+    bulk.SCENARIO,
     mongo_tasks.SCENARIO,
 )}
 #: what a scenario name means on a mongodb:// URL

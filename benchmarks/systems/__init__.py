@@ -20,15 +20,18 @@ import shutil
 from typing import AsyncContextManager, Callable, Mapping, Optional, Protocol, Union
 
 from ..worlds import World
-from . import (adb_fronts, asyncio_drivers, cclients, mongo_clients, threads, twisted_pools,
-               txmysql_role)
+from . import (adb_fronts, asyncio_drivers, cclients, cclients_bulk, mongo_clients, threads,
+               twisted_pools, txmysql_role)
 from .common import Calls, Figures, MongoCalls, MongoOpener, Opener, RunSpec
 
 ALL = ("postgresql", "mysql", "sqlite")
 SERVERS = ("postgresql", "mysql")
-#: the optional calls (``Calls.many``, ``Calls.transaction``) a scenario may count on
-MANY, TRANSACTION = "many", "transaction"
+#: the optional calls (``Calls.many``, ``Calls.transaction``, ``Calls.stream``,
+#: ``Calls.copy_in``) a scenario may count on; a program's runner (the C clients)
+#: names what it does
+MANY, TRANSACTION, STREAM, COPY = "many", "transaction", "stream", "copy"
 BOTH = (MANY, TRANSACTION)
+BULK = (STREAM, COPY)
 #: ``run(spec, table)``: a scenario run by a program of the system's own (the C
 #: clients), inserting into the scenario's table; returns the run's figures
 Runner = Callable[[RunSpec, str], Figures]
@@ -66,7 +69,10 @@ class System:
     programs: tuple[str, ...] = ()  # executables on PATH, "{kind}" filled in
     note: str = ""
     runners: Mapping[str, Runner] = dataclasses.field(default_factory=dict)  # by scenario
-    optional_calls: tuple[str, ...] = ()  # MANY, TRANSACTION: what bigdata's switches need
+    #: MANY, TRANSACTION (what bigdata's switches need), STREAM, COPY (bulk's parts)
+    optional_calls: tuple[str, ...] = ()
+    #: the programs a scenario's runner needs instead of ``programs``, by scenario
+    scenario_programs: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
 
     def world_for(self, kind: str) -> str:
         return self.world if isinstance(self.world, str) else self.world[kind]
@@ -89,21 +95,25 @@ class System:
         for module in self.requires:
             if importlib.util.find_spec(module) is None:
                 return f"{module} is not installed (pip install 'adb-async[bench]')"
-        for program in self.programs:
+        for program in self.scenario_programs.get(scenario, self.programs):
             if shutil.which(program.format(kind=kind)) is None:
                 return f"{program.format(kind=kind)} is not on PATH"
         return None
 
 
 SYSTEMS = {s.name: s for s in [
-    System("adb-asyncio", "adb, asyncio", ALL, adb_fronts.open_asyncio, optional_calls=BOTH),
+    System("adb-asyncio", "adb, asyncio", ALL, adb_fronts.open_asyncio,
+           optional_calls=BOTH + BULK),
     System("adb-tornado", "adb, Tornado", ALL, adb_fronts.open_tornado, "tornado",
-           requires=("tornado",), optional_calls=BOTH),
+           requires=("tornado",), optional_calls=BOTH + BULK),
     System("adb-twisted", "adb, Twisted (default reactor)", ALL, twisted_pools.open_adb,
            "twisted", requires=("twisted",), optional_calls=(MANY,)),
     System("adb-twisted-asyncio", "adb, Twisted (asyncio reactor)", ALL,
            twisted_pools.open_adb, "twisted-asyncio", requires=("twisted",),
            optional_calls=(MANY,)),
+    System("adb-twisted-db", "adb.twisted.Database, adb's own API on Twisted (default reactor)",
+           ALL, adb_fronts.open_twisted, "twisted", requires=("twisted",),
+           optional_calls=BOTH + BULK, note="the same calls as adb-asyncio, giving Deferreds"),
     System("adb-asyncio-autobatch", "adb, asyncio, autobatch=64 (group commit)", ALL,
            adb_fronts.open_asyncio_autobatch,
            note="standalone runOperation calls queued together run as one unit"),
@@ -112,7 +122,7 @@ SYSTEMS = {s.name: s for s in [
     System("adb-twisted-autobatch", "adb's adbapi drop-in, cp_autobatch=64", ALL,
            twisted_pools.open_adb_autobatch, "twisted", requires=("twisted",)),
     System("adb-sync", "adb, sync front-end from pool_size threads", ALL,
-           adb_fronts.open_sync, "blocking", optional_calls=BOTH),
+           adb_fronts.open_sync, "blocking", optional_calls=BOTH + BULK),
     System("adbapi", "Twisted adbapi, same driver", ALL, twisted_pools.open_adbapi,
            "twisted", requires=("twisted",), note="begin/insert/commit per call, as adbapi does"),
     System("adbapi-asyncio", "Twisted adbapi on the asyncio reactor", ALL,
@@ -121,13 +131,13 @@ SYSTEMS = {s.name: s for s in [
            twisted_pools.open_adbapi_autocommit, "twisted", requires=("twisted",),
            note="adbapi tuned: one round trip per insert, like adb"),
     System("threads", "plain blocking threads, same driver", ALL, threads.open_threads,
-           "blocking", optional_calls=BOTH),
+           "blocking", optional_calls=BOTH + (STREAM,)),
     System("dbutils", "threads over DBUtils' PooledDB, same driver", ALL,
            threads.open_dbutils, "blocking", requires=("dbutils",), optional_calls=BOTH,
            note="the classic threaded pool: a connection checked out per call"),
     System("gevent", "gevent greenlets, the driver made cooperative (psycogreen / patched "
            "sockets)", SERVERS, threads.open_threads, "gevent",
-           requires=("gevent", "psycogreen"), optional_calls=BOTH,
+           requires=("gevent", "psycogreen"), optional_calls=BOTH + (STREAM,),
            note="one connection per greenlet"),
     System("executor", "asyncio run_in_executor, a thread pool of the same driver", ALL,
            asyncio_drivers.open_executor,
@@ -138,16 +148,20 @@ SYSTEMS = {s.name: s for s in [
            requires=("twisted", "aiomysql", "txpostgres"),
            note="txMySQL is Python 2 only and unpublished: its successors stand in"),
     System("asyncpg", "asyncpg pool", ("postgresql",), asyncio_drivers.open_asyncpg,
-           requires=("asyncpg",), optional_calls=(MANY,)),
+           requires=("asyncpg",), optional_calls=(MANY,) + BULK),
     System("aiopg", "aiopg pool", ("postgresql",), asyncio_drivers.open_aiopg,
            requires=("aiopg",)),
     System("psycopg3", "psycopg 3 AsyncConnectionPool (autocommit)", ("postgresql",),
-           asyncio_drivers.open_psycopg3, requires=("psycopg", "psycopg_pool")),
+           asyncio_drivers.open_psycopg3, requires=("psycopg", "psycopg_pool"),
+           optional_calls=BULK),
     System("aiomysql", "aiomysql pool (autocommit)", ("mysql",),
-           asyncio_drivers.open_aiomysql, requires=("aiomysql",), optional_calls=(MANY,)),
-    System("c-client", "the limit: pgbench / mysqlslap, same inserts and concurrency", SERVERS,
-           programs=("pgbench", "mysqlslap"), note="C clients; keys from a server-side sequence",
-           runners={"parallel-insert": cclients.run}),
+           asyncio_drivers.open_aiomysql, requires=("aiomysql",),
+           optional_calls=(MANY, STREAM)),
+    System("c-client", "the limit: pgbench / mysqlslap, same inserts and concurrency (bulk: "
+           "psql / mysql)", SERVERS, programs=("pgbench", "mysqlslap"),
+           note="C clients; parallel-insert's keys from a server-side sequence",
+           runners={"parallel-insert": cclients.run, "bulk": cclients_bulk.run},
+           optional_calls=BULK, scenario_programs={"bulk": ("psql", "mysql")}),
 ]}
 
 #: MongoDB's clients, for the MongoDB scenarios (their ``ROSTER``); the figures come

@@ -12,7 +12,7 @@ import importlib
 from typing import Any, AsyncIterator, Awaitable, Callable, Optional
 
 from ..worlds import Done, World
-from .common import Calls, Opener, RunSpec, TxCalls
+from .common import Calls, Opener, Rows, RunSpec, Stream, TxCalls
 
 #: an adb Database of any front-end: its methods return futures, Deferreds or values
 AnyDatabase = Any
@@ -35,7 +35,24 @@ def _calls(db: AnyDatabase, world: World, settle: Optional[Settle] = None) -> Ca
         return lambda *args, **kwargs: settle(method(*args, **kwargs))
     return Calls(execute=call(db.runOperation), query=call(db.runQuery), world=world,
                  paramstyle=db.paramstyle, stats=db.stats, many=call(db.runMany),
-                 transaction=lambda: _transaction(db, settle or _as_is))
+                 transaction=lambda: _transaction(db, settle or _as_is),
+                 stream=_stream(db, blocking=settle is not None),
+                 copy_in=lambda table, columns, rows: call(db.copy_in)(table, rows,
+                                                                      columns=columns))
+
+
+def _stream(db: AnyDatabase, blocking: bool) -> Stream:
+    """``db.stream(sql, batch=batch)``: on the awaitable front-ends the stream is
+    its own async context manager, handed over as it is; the sync front-end's is a
+    plain one, entered here, its rows a plain iterator."""
+    if not blocking:
+        return lambda sql, batch: db.stream(sql, batch=batch)
+
+    @contextlib.asynccontextmanager
+    async def entered(sql: str, batch: int) -> AsyncIterator[Rows]:
+        with db.stream(sql, batch=batch) as rows:
+            yield rows
+    return entered
 
 
 @contextlib.asynccontextmanager
@@ -76,6 +93,9 @@ open_asyncio = _awaitable_front_end("adb")
 open_tornado = _awaitable_front_end("adb.tornado")
 open_asyncio_autobatch = _awaitable_front_end("adb", autobatch=AUTOBATCH)
 open_tornado_autobatch = _awaitable_front_end("adb.tornado", autobatch=AUTOBATCH)
+#: adb's own API on Twisted (``adb.twisted.Database``, its methods giving Deferreds,
+#: which the Twisted world awaits), beside the adbapi drop-in of ``twisted_pools``
+open_twisted = _awaitable_front_end("adb.twisted")
 
 
 @contextlib.asynccontextmanager

@@ -12,10 +12,10 @@ import asyncio
 import contextlib
 import functools
 import threading
-from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Optional
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Optional, Sequence
 
 from ..worlds import World
-from .common import Calls, Connection, Many, RunSpec, connect
+from .common import Calls, Connection, CopyIn, Many, Rows, RunSpec, Stream, connect
 
 #: ``execute(query, params=None, fetch=False)``: a statement's rows (fetch) or status
 Execute = Callable[[str, Any, bool], Awaitable[Any]]
@@ -24,11 +24,13 @@ DriverPool = Any
 
 
 def _calls(world: World, execute: Execute, paramstyle: str = "format",
-           many: Optional[Many] = None) -> Calls:
+           many: Optional[Many] = None, stream: Optional[Stream] = None,
+           copy_in: Optional[CopyIn] = None) -> Calls:
     """Calls over one ``execute(query, params=None, fetch=False)`` function."""
     return Calls(execute=lambda query, params=None: execute(query, params, False),
                  query=lambda query, params=None: execute(query, params, True),
-                 world=world, paramstyle=paramstyle, many=many)
+                 world=world, paramstyle=paramstyle, many=many, stream=stream,
+                 copy_in=copy_in)
 
 
 def _dsn(spec: RunSpec) -> str:
@@ -49,9 +51,27 @@ async def open_asyncpg(spec: RunSpec, world: World,
         return pool.fetch(query, *params) if fetch else pool.execute(query, *params)
     try:
         yield _calls(world, execute, many=lambda query, seq: pool.executemany(
-            _dollar_placeholders(query), seq))
+            _dollar_placeholders(query), seq), stream=functools.partial(_asyncpg_stream, pool),
+                     copy_in=functools.partial(_asyncpg_copy, pool))
     finally:
         await pool.close()
+
+
+@contextlib.asynccontextmanager
+async def _asyncpg_stream(pool: DriverPool, query: str, batch: int) -> AsyncIterator[Rows]:
+    """asyncpg's cursor (it needs a transaction), ``batch`` rows per fetch."""
+    async with pool.acquire() as conn:
+        async with conn.transaction():
+            yield conn.cursor(query, prefetch=batch)
+
+
+async def _asyncpg_copy(pool: DriverPool, table: str, columns: Sequence[str],
+                        rows: Sequence[tuple[Any, ...]]) -> int:
+    """``copy_records_to_table``: COPY in asyncpg's binary format; the count from its
+    status (``COPY n``)."""
+    async with pool.acquire() as conn:
+        status = await conn.copy_records_to_table(table, records=rows, columns=list(columns))
+    return int(status.split()[-1])
 
 
 def _dollar_placeholders(query: str) -> str:
@@ -97,9 +117,34 @@ async def open_psycopg3(spec: RunSpec, world: World,
                 return await cur.fetchall()
         return None
     try:
-        yield _calls(world, execute)
+        yield _calls(world, execute, stream=functools.partial(_psycopg3_stream, pool),
+                     copy_in=functools.partial(_psycopg3_copy, pool))
     finally:
         await pool.close()
+
+
+@contextlib.asynccontextmanager
+async def _psycopg3_stream(pool: DriverPool, query: str, batch: int) -> AsyncIterator[Rows]:
+    """psycopg 3's async server-side cursor (a named cursor, in a transaction),
+    ``batch`` rows per fetch (its ``itersize``)."""
+    async with pool.connection() as conn:
+        async with conn.transaction():
+            async with conn.cursor(name="bulk_stream") as cur:
+                cur.itersize = batch
+                await cur.execute(query)
+                yield cur
+
+
+async def _psycopg3_copy(pool: DriverPool, table: str, columns: Sequence[str],
+                         rows: Sequence[tuple[Any, ...]]) -> int:
+    """``cursor.copy(COPY ... FROM STDIN)`` and ``write_row`` per row, as psycopg 3's
+    documentation shows it."""
+    async with pool.connection() as conn:
+        async with conn.cursor() as cur:
+            async with cur.copy(f"copy {table} ({', '.join(columns)}) from stdin") as copy:
+                for row in rows:
+                    await copy.write_row(row)
+            return int(cur.rowcount)
 
 
 def aiomysql_pool(spec: RunSpec, min_size: Optional[int] = None) -> Awaitable[DriverPool]:
@@ -128,12 +173,31 @@ async def aiomysql_execute(pool: DriverPool, query: str, params: Any = None,
 
 
 @contextlib.asynccontextmanager
+async def _aiomysql_stream(pool: DriverPool, query: str, batch: int) -> AsyncIterator[Rows]:
+    """aiomysql's unbuffered ``SSCursor``, ``fetchmany(batch)`` at a time (its
+    ``async for`` would await one row at a time)."""
+    import aiomysql
+    async with pool.acquire() as conn:
+        async with conn.cursor(aiomysql.SSCursor) as cur:
+            await cur.execute(query)
+            yield _fetched(cur, batch)
+
+
+async def _fetched(cursor: Any, batch: int) -> AsyncIterator[Any]:
+    """Every row of an async cursor, fetched ``batch`` at a time."""
+    while rows := await cursor.fetchmany(batch):
+        for row in rows:
+            yield row
+
+
+@contextlib.asynccontextmanager
 async def open_aiomysql(spec: RunSpec, world: World,
                         min_size: Optional[int]) -> AsyncIterator[Calls]:
     pool = await aiomysql_pool(spec, min_size)
     try:
         yield _calls(world, functools.partial(aiomysql_execute, pool),
-                     many=functools.partial(aiomysql_many, pool))
+                     many=functools.partial(aiomysql_many, pool),
+                     stream=functools.partial(_aiomysql_stream, pool))
     finally:
         pool.close()
         await pool.wait_closed()

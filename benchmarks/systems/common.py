@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-from typing import Any, AsyncContextManager, Awaitable, Callable, Iterable, Optional, Protocol
+from typing import (Any, AsyncContextManager, AsyncIterable, Awaitable, Callable, Iterable,
+                    Optional, Protocol, Sequence, Union)
 
 from adb.url import parse_url
 
@@ -63,6 +64,16 @@ class Statement(Protocol):
 
 #: ``many(sql, seq_of_params)``: the driver's executemany
 Many = Callable[[str, Iterable[Any]], Awaitable[Any]]
+#: a query's rows as they arrive: an async iterable in an event-loop world, a plain
+#: iterable in the blocking one (what a user of each would loop over)
+Rows = Union[AsyncIterable[Any], Iterable[Any]]
+#: ``stream(sql, batch)``: the rows of ``sql`` read ``batch`` at a time through the
+#: system's way of reading a result bigger than memory (a server-side cursor, an
+#: unbuffered result), open for the ``async with`` block
+Stream = Callable[[str, int], AsyncContextManager[Rows]]
+#: ``copy_in(table, columns, rows)``: ``rows`` (tuples) loaded through the system's
+#: bulk path (COPY, LOAD DATA); what is awaited gives the row count
+CopyIn = Callable[[str, Sequence[str], Sequence[tuple[Any, ...]]], Awaitable[int]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,9 +94,10 @@ class Calls:
     ``world`` is where they run (``benchmarks.worlds``): its ``map``, ``spawn``
     and ``channel`` are the scenario's concurrency; ``stats`` gives adb's pool
     figures where there is a pool to ask. Optional, where the system has them:
-    ``many(sql, seq_of_params)``, the driver's executemany, and ``transaction()``,
+    ``many(sql, seq_of_params)``, the driver's executemany; ``transaction()``,
     an async context manager giving ``TxCalls`` that run in one transaction on one
-    connection, committed at the end (rolled back on an error).
+    connection, committed at the end (rolled back on an error); ``stream`` and
+    ``copy_in`` (``Stream``, ``CopyIn``), its ways to read and load rows in bulk.
     """
 
     execute: Statement
@@ -95,6 +107,8 @@ class Calls:
     stats: Optional[Callable[[], dict[str, Any]]] = None
     many: Optional[Many] = None
     transaction: Optional[Callable[[], AsyncContextManager[TxCalls]]] = None
+    stream: Optional[Stream] = None
+    copy_in: Optional[CopyIn] = None
 
     def map(self, fn: Callable[[Any], Awaitable[Any]],
             items: Iterable[Any]) -> Awaitable[list[Any]]:

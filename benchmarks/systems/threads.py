@@ -7,11 +7,12 @@ opener puts ``PooledDB`` between the threads and the connections."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import threading
 from typing import Any, AsyncIterator, Callable, Iterable, Optional
 
 from ..worlds import Done, World
-from .common import Calls, Connection, RunSpec, TxCalls, connect
+from .common import Calls, Connection, Rows, RunSpec, TxCalls, connect
 
 #: a DB-API cursor (untyped across drivers)
 Cursor = Any
@@ -53,10 +54,43 @@ async def open_threads(spec: RunSpec, world: World,
         return Done(_many(cursor(), sql, seq_of_params))
     try:
         yield Calls(execute, query, world, spec.paramstyle(), many=many,
-                    transaction=lambda: _transaction(cursor(), TxCalls(execute, query, many)))
+                    transaction=lambda: _transaction(cursor(), TxCalls(execute, query, many)),
+                    stream=lambda sql, batch: _stream(cursor().connection, spec.driver, sql,
+                                                      batch))
     finally:
         for conn in opened:
             conn.close()
+
+
+@contextlib.asynccontextmanager
+async def _stream(conn: Connection, driver: str, sql: str, batch: int) -> AsyncIterator[Rows]:
+    """The rows of ``sql`` through the driver's way of reading a big result on this
+    caller's connection: psycopg2's named (server-side) cursor, in a transaction of
+    its own; PyMySQL's unbuffered ``SSCursor``; sqlite3's cursor, which steps
+    through the result as it is fetched. ``batch`` rows per ``fetchmany``."""
+    if driver == "psycopg2":
+        conn.autocommit = False  # a named cursor lives in a transaction
+        cur = conn.cursor(name="bulk_stream")
+    elif driver == "pymysql":
+        import pymysql.cursors
+        cur = conn.cursor(pymysql.cursors.SSCursor)
+    else:
+        cur = conn.cursor()
+    try:
+        cur.execute(sql)
+        yield _batches(cur, batch)
+    finally:
+        cur.close()
+        if driver == "psycopg2":
+            conn.rollback()
+            conn.autocommit = True
+
+
+def _batches(cur: Cursor, batch: int) -> Iterable[Any]:
+    """Every row of ``cur``, ``fetchmany(batch)`` at a time, until one comes back
+    empty (``[]``, or ``()`` from PyMySQL's SSCursor); the loop over them in C."""
+    fetched = iter(lambda: cur.fetchmany(batch), None)  # never None: takewhile ends it
+    return itertools.chain.from_iterable(itertools.takewhile(bool, fetched))
 
 
 def _left_by_an_ended_thread(owners: dict[threading.Thread, Connection]) -> Optional[Connection]:
