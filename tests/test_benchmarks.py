@@ -291,3 +291,78 @@ def test_a_server_that_answers_wrong_is_an_error(tmp_path):
         cli.parse(["--scenario", "web", "--connections", "a,b"])
     with pytest.raises(SystemExit):
         cli.parse(["--scenario", "web", "--systems", "adb-asyncio"])  # not a web server
+
+
+@pytest.mark.parametrize("kind", ["postgresql", "mysql", "sqlite"])
+def test_bulk_scenario_reads_and_loads_on_every_system(kind, tmp_path):
+    """Briefly: every bulk system streams, fetches and loads the rows (each read's
+    count and key sum, each load's table checked by the parent), or says why it
+    cannot; a stream's reader reports its RSS growth."""
+    from benchmarks.scenarios import bulk
+    url = f"sqlite:///{tmp_path}/b.db" if kind == "sqlite" else URLS[kind]
+    if kind != "sqlite":
+        require_server(kind)
+    out = tmp_path / "bulk.json"
+    code = cli.main(["--scenario", "bulk", "--dburl", url, "--rows", "3001", "--batch", "256",
+                     "--json", str(out)])
+    document = json.loads(out.read_text())
+    assert code == 0, document["summary"]
+    summary, unavailable = document["summary"], document["unavailable"]
+    for system in bulk.DEFAULT_SYSTEMS:
+        for part in bulk.PARTS:
+            name = f"{system} {part}"
+            if name in summary:
+                entry = summary[name]
+                assert entry["errors"] == [] and entry["rows_per_s"]["median"] > 0, name
+                assert entry["peak_rss_mb"]["median"] > 0
+                assert (part == "stream" and system != "c-client") <= ("rss_growth_mb" in entry)
+            else:  # the system cannot, here: another server, a missing tool, no such call
+                reason = unavailable.get(name) or unavailable[system]
+                assert ("does not talk" in reason or "not installed" in reason
+                        or "PATH" in reason or "call in this system" in reason
+                        or "a program of its own" in reason), (name, reason)
+    for system in ("adb-asyncio", "adb-tornado", "adb-twisted-db", "adb-sync"):
+        assert all(f"{system} {part}" in summary for part in bulk.PARTS), system
+    runners = {"postgresql": ("asyncpg", "psycopg3", "threads", "c-client"),
+               "mysql": ("aiomysql", "threads", "c-client"), "sqlite": ("threads",)}[kind]
+    assert all(f"{system} stream" in summary for system in runners), summary.keys()
+
+
+def test_bulk_verification_catches_a_wrong_read_and_a_wrong_load(tmp_path):
+    from benchmarks.scenarios import bulk
+    from benchmarks.sql import bulk_text
+    url = f"sqlite:///{tmp_path}/v.db"
+    bulk.prepare(url, 10)
+    bulk.verify(url, 10, {"part": "stream", "rows_read": 10, "key_sum": 45})
+    with pytest.raises(WrongResult, match="counted 9 with key sum 36"):
+        bulk.verify(url, 10, {"part": "stream", "rows_read": 9, "key_sum": 36})
+    with pytest.raises(WrongResult, match="counted 10 with key sum 46"):
+        bulk.verify(url, 10, {"part": "fetchall", "rows_read": 10, "key_sum": 46})
+    with pytest.raises(WrongResult, match="found 0"):
+        bulk.verify(url, 10, {"part": "copy"})
+    with adb.sync.Database(url, pool_size=1) as db:
+        db.runMany("insert into bulk_load values (?, ?)", [(k, bulk_text(k)) for k in range(10)])
+        bulk.verify(url, 10, {"part": "copy"})
+        db.runOperation("update bulk_load set v = 'x' where k = 3")
+        with pytest.raises(WrongResult, match="1 with the wrong text"):
+            bulk.verify(url, 10, {"part": "executemany"})
+        (count, keys), = db.runQuery("select count(*), sum(k) from bulk_rows")
+    assert (count, keys) == (10, 45)  # the readers' table, filled by prepare
+
+
+def test_bulk_prepare_keeps_a_full_source_table_and_refills_a_wrong_one(tmp_path):
+    from benchmarks.scenarios import bulk
+    url = f"sqlite:///{tmp_path}/p.db"
+    bulk.prepare(url, 20)
+    marked = "m" * 100  # a text of the right width: the count, key sum and width hold
+    with adb.sync.Database(url, pool_size=1) as db:
+        db.runOperation("update bulk_rows set v = ? where k = 3", (marked,))
+        db.runOperation("insert into bulk_load values (1, 'left over')")
+        bulk.prepare(url, 20)  # kept (the mark is still there), the load table emptied
+        assert db.runQuery("select v from bulk_rows where k = 3") == [(marked,)]
+        assert db.runQuery("select count(*) from bulk_load") == [(0,)]
+        db.runOperation("delete from bulk_rows where k = 7")
+        bulk.prepare(url, 20)  # a row missing: filled again
+        assert db.runQuery("select count(*), sum(k) from bulk_rows") == [(20, 190)]
+        bulk.prepare(url, 25)
+        assert db.runQuery("select count(*), sum(k) from bulk_rows") == [(25, 300)]
