@@ -21,6 +21,7 @@ the blocking one; ``StreamCore`` is what they share.
 from __future__ import annotations
 
 import enum
+import logging
 import weakref
 from operator import length_hint
 from typing import Any, Iterator, Optional, Protocol
@@ -30,6 +31,8 @@ from .errors import Error, StreamTimeout
 from .rows import RowFactory
 from .transaction import Transaction, TxState
 from .worker import Batch, StreamGate, Worker
+
+log = logging.getLogger("adb")
 
 
 class StreamState(enum.Enum):
@@ -134,10 +137,9 @@ class StreamCore:
         except Error:  # the Database is closing: it rolls the transaction back itself
             return None
 
-    def _close_requests(self) -> Any:
-        """Send what closes the stream; the future to wait for, or None."""
-        if self.state in (StreamState.CLOSED, StreamState.FAILED):
-            return None
+    def _stop(self) -> StreamState:
+        """Stop asking for batches: the pending request and an unfinished begin are
+        cancelled (a worker skips them). Returns the state it was in."""
         was, self.state = self.state, StreamState.CLOSED
         self._finalizer.detach()
         self._rows = iter(())
@@ -145,6 +147,13 @@ class StreamCore:
             if future is not None:
                 self._db._discard(future)
         self._pending = self._begun = None
+        return was
+
+    def _close_requests(self) -> Any:
+        """Send what closes the stream; the future to wait for, or None."""
+        if self.state in (StreamState.CLOSED, StreamState.FAILED):
+            return None
+        was = self._stop()
         if self._ending is not None:
             ending, self._ending = self._ending, None
             return ending
@@ -158,10 +167,12 @@ class StreamCore:
             return None
 
     def _close_quietly(self) -> None:
-        """Close without waiting (after an error, or in a cancelled task)."""
-        future = self._close_requests()
-        if future is not None:
-            self._db._discard(future)
+        """Close without waiting (after an error, or in a cancelled task): the jobs
+        that close it carry no future, so nothing can cancel them."""
+        if self.state in (StreamState.CLOSED, StreamState.FAILED):
+            return
+        if self._stop() is StreamState.OPEN:
+            _dropped(self._tx, self._gate, self._own)
 
     def _failed(self, exc: BaseException) -> BaseException:
         """The stream ends with ``exc``: close it, and say in adb's own errors how
@@ -229,7 +240,10 @@ class Stream(StreamCore):
         ending, self._ending = self._ending, None
         self.state = StreamState.CLOSED
         if ending is not None:
-            await ending
+            try:
+                await ending
+            except Exception as exc:  # every row arrived: the read-only commit is moot
+                log.info("%r: its transaction did not commit: %s", self, exc)
 
     async def fetch(self) -> list[Any]:
         """The rest of the current batch, or the next batch; [] at the end."""
@@ -288,7 +302,10 @@ class SyncStream(StreamCore):
         ending, self._ending = self._ending, None
         self.state = StreamState.CLOSED
         if ending is not None:
-            _wait(ending)
+            try:
+                _wait(ending)
+            except Exception as exc:  # every row arrived: the read-only commit is moot
+                log.info("%r: its transaction did not commit: %s", self, exc)
 
     def fetch(self) -> list[Any]:
         """The rest of the current batch, or the next batch; [] at the end."""

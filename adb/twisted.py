@@ -10,13 +10,13 @@ reactor and on the asyncio reactor (sharing a loop with Tornado).
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence, TypeVar, cast
 
 from twisted.enterprise import adbapi
 from twisted.internet import defer
 from twisted.python import failure, log
 
-from . import errors
+from . import errors, stream
 from .core import SQL, BaseDatabase, Params, PoolOptions
 from .drivers.base import Connection, Cursor, Driver
 from .pool import Pool
@@ -30,6 +30,19 @@ T = TypeVar("T")
 
 class ConnectionLost(errors.ConnectionLost, adbapi.ConnectionLost):
     """The connection broke under a call (catchable as adbapi's ConnectionLost too)."""
+
+
+class Stream(stream.Stream):
+    """A stream for Twisted code: ``async for row in stream`` in a coroutine run by
+    ``Deferred.fromCoroutine``/``ensureDeferred``; for callback and
+    ``inlineCallbacks`` code, ``fetch()`` returns a Deferred of the next batch
+    ([] at the end) and ``close()`` a Deferred fired once it is closed."""
+
+    def fetch(self) -> defer.Deferred[list[Any]]:  # type: ignore[override]
+        return defer.Deferred.fromCoroutine(super().fetch())
+
+    def close(self) -> defer.Deferred[None]:
+        return defer.Deferred.fromCoroutine(self.aclose())
 
 
 class Database(BaseDatabase["defer.Deferred[Any]"]):
@@ -90,6 +103,16 @@ class Database(BaseDatabase["defer.Deferred[Any]"]):
     @staticmethod
     def _abandoned(deferred: defer.Deferred[Any]) -> bool:
         return deferred.called
+
+    @staticmethod
+    def _discard(deferred: defer.Deferred[Any]) -> None:
+        deferred.addErrback(lambda _: None)  # its outcome is nobody's: never "unhandled"
+        deferred.cancel()
+
+    def _spawn(self, coroutine: Any) -> defer.Deferred[Any]:
+        return defer.Deferred.fromCoroutine(coroutine)
+
+    _stream_class = Stream
 
     # -- what differs in the public API: a Deferred for the close ----------------------
 
@@ -260,6 +283,21 @@ class ConnectionPool:
 
     def beginTransaction(self, *, timeout: Optional[float] = None) -> defer.Deferred[Transaction]:
         return self._db.beginTransaction(timeout=timeout)
+
+    def stream(self, sql: SQL, params: Params = None, tx: Optional[Transaction] = None,
+               **kw: Any) -> Stream:
+        """adb's extension: the rows of ``sql`` batch by batch (``Database.stream``)."""
+        return cast(Stream, self._db.stream(sql, params, tx, **kw))
+
+    def copy_out(self, sql: SQL, params: Params = None, tx: Optional[Transaction] = None,
+                 **kw: Any) -> Stream:
+        """adb's extension: text-format lines of ``sql``'s rows (``Database.copy_out``)."""
+        return cast(Stream, self._db.copy_out(sql, params, tx, **kw))
+
+    def copy_in(self, table: str, rows: Any, columns: Optional[Sequence[str]] = None,
+                tx: Optional[Transaction] = None, **kw: Any) -> defer.Deferred[int]:
+        """adb's extension: a bulk load in one transaction (``Database.copy_in``)."""
+        return cast("defer.Deferred[int]", self._db.copy_in(table, rows, columns, tx, **kw))
 
     def commitTransaction(self, tx: Transaction) -> defer.Deferred[None]:
         return self._db.commitTransaction(tx)

@@ -508,7 +508,12 @@ class Worker:
 
     def disconnect(self, reason: Optional[str] = None) -> None:
         self._spare = None
-        self._stream = None  # its cursor dies with the connection
+        if self._stream is not None:  # its cursor dies with the connection
+            try:
+                self._driver.close_stream(self._stream.cursor, False, False)
+            except Exception:
+                pass
+            self._stream = None
         if self._conn is not None:
             conn, self._conn = self._conn, None
             self.crew.connections.pop(threading.get_ident(), None)

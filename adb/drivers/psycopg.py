@@ -167,7 +167,8 @@ class CopyOut:
             raise
 
     def fetchmany(self, size: int) -> list[str]:
-        read, lines = self.copy.read, []
+        read = self.copy.read
+        lines: list[str] = []
         while len(lines) < size:
             data = read()
             if not data:

@@ -124,6 +124,10 @@ class PyMySQLDriver(Driver):
         reconnect); in the caller's transaction, which must go on, it reads the rest."""
         if exhausted or keep_transaction:
             return super().close_stream(cursor, exhausted, keep_transaction)
+        result = cursor._result  # forget the unread rows, or collecting these reads them
+        if result is not None:
+            result.unbuffered_active = False
+        cursor.connection = None
         return True
 
     @property
