@@ -571,6 +571,9 @@ class Worker:
         cancel that arrived late hits nothing."""
         if self._conn is None or running.state is CallState.RUNNING:
             return
+        self.end_stream(exhausted=False)  # a cancelled fetch ends its stream
+        if self._conn is None:
+            return
         if running.state is CallState.CUT:
             self.disconnect("cut after its call overran")
         elif not self.responds(self._conn, "select 1"):
