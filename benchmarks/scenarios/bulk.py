@@ -19,9 +19,11 @@ each a variant of the report:
   transaction, for contrast.
 
 A reader counts the rows and sums their keys as they come, and reports both with
-the read's rows/s, the process's RSS before the read, its peak, and the growth;
+the read's rows/s, the process's RSS before the read, its peak, the growth, and
+the process's CPU time per row during the read (every thread's: adb's workers too);
 the parent checks the count and the sum (a wrong one is an error, never a figure).
-A loader's rows are built before the clock; the parent checks the loaded table's
+A loader's rows are built before the clock (and its CPU counted from there); the
+parent checks the loaded table's
 count, key sum and every text. The table readers read is filled once, on the
 server (``generate_series``, MariaDB's ``seq_0_to_N``, a recursive CTE), and kept
 while it holds ``--rows`` rows; the load table is created empty before every run.
@@ -102,7 +104,7 @@ async def _read(calls: Calls, spec: RunSpec, part: str) -> Figures:
     summed as they come; rows/s and the RSS before the read, at its peak and the
     growth between."""
     before = _rss_mb()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     if part == "stream":
         if calls.stream is None:
             raise ValueError("this system's calls have no stream")
@@ -110,11 +112,12 @@ async def _read(calls: Calls, spec: RunSpec, part: str) -> Figures:
             count, total = await _tally(rows)
     else:
         count, total = await _tally(await calls.query(bulk_select()))
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return {"part": part, "seconds": seconds, "rows_per_s": count / seconds,
             "rows_read": count, "key_sum": total, "rss_before_mb": before,
-            "peak_rss_mb": peak, "rss_growth_mb": peak - before}
+            "peak_rss_mb": peak, "rss_growth_mb": peak - before,
+            "cpu_us_per_row": cpu / max(count, 1) * 1e6}
 
 
 async def _tally(rows: Rows) -> tuple[int, int]:
@@ -136,16 +139,17 @@ async def _load(calls: Calls, spec: RunSpec, part: str) -> Figures:
     """``--rows`` rows, built before the clock, into the empty load table by
     ``copy_in`` or by ``many``."""
     rows = [(key, bulk_text(key)) for key in range(spec.rows)]
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     if part == "copy":
         if calls.copy_in is None:
             raise ValueError("this system's calls have no copy_in")
         reported = await calls.copy_in(BULK_TARGET, BULK_COLUMNS, rows)
     else:
         reported = await _many(calls, rows)
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     return {"part": part, "seconds": seconds, "rows_per_s": spec.rows / seconds,
-            "reported": reported if isinstance(reported, int) else None}
+            "reported": reported if isinstance(reported, int) else None,
+            "cpu_us_per_row": cpu / spec.rows * 1e6}
 
 
 async def _many(calls: Calls, rows: list[tuple[int, str]]) -> Any:

@@ -9,8 +9,8 @@ parent to check. Loading (``copy``): the rows written to such a file in the text
 format before the clock, then ``psql -c "\\copy bulk_load (k, v) from 'file'"`` or
 ``mysql --local-infile=1 -e "load data local infile 'file' into table
 bulk_load"``. The clock covers the client process from start to exit, its
-start-up and connection included (a few milliseconds); its peak RSS is the
-client process's.
+start-up and connection included (a few milliseconds); its peak RSS and CPU
+time are the client process's.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def _read(spec: RunSpec) -> Figures:
             seconds, _ = _timed(spec, command, out)
         count, total = _tally(path)
     return {"part": "stream", "seconds": seconds, "rows_per_s": count / seconds,
-            "rows_read": count, "key_sum": total, "peak_rss_mb": _client_peak_mb(),
+            "rows_read": count, "key_sum": total, **_client_usage(max(count, 1)),
             "client": command[0]}
 
 
@@ -75,7 +75,7 @@ def _load(spec: RunSpec) -> Figures:
     found = re.search(pattern, said, re.MULTILINE)
     return {"part": "copy", "seconds": seconds, "rows_per_s": spec.rows / seconds,
             "rows_loaded": int(found.group(1)) if found else None,
-            "peak_rss_mb": _client_peak_mb(), "client": command[0]}
+            **_client_usage(spec.rows), "client": command[0]}
 
 
 def _psql(spec: RunSpec, command: str) -> list[str]:
@@ -117,9 +117,12 @@ def _tally(path: str) -> tuple[int, int]:
     return count, total
 
 
-def _client_peak_mb() -> float:
-    """The peak RSS of the client process (the largest child this process waited for)."""
-    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+def _client_usage(rows: int) -> Figures:
+    """The client process's peak RSS and CPU time per row (it is the only child
+    this process waited for), in place of this process's own."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {"peak_rss_mb": usage.ru_maxrss / 1024,
+            "cpu_us_per_row": (usage.ru_utime + usage.ru_stime) / rows * 1e6}
 
 
 @contextlib.contextmanager
