@@ -9,7 +9,7 @@ from . import errors
 from .asyncio import Database
 from .errors import (ConnectionLost, Error, ForkError, InterfaceError, PoolClosed,
                      PoolTimeout, QueueFull, ServerUnavailable, StatementTimeout,
-                     TransactionError)
+                     StreamTimeout, TransactionError)
 from .rows import dict_row, namedtuple_row, tuple_row
 from .transaction import Transaction, TxState
 
@@ -18,6 +18,6 @@ __version__ = "0.1.0"
 __all__ = [
     "Database", "Transaction", "TxState", "errors", "Error", "InterfaceError", "PoolClosed",
     "PoolTimeout", "QueueFull", "TransactionError", "ConnectionLost", "ForkError",
-    "ServerUnavailable", "StatementTimeout",
+    "ServerUnavailable", "StatementTimeout", "StreamTimeout",
     "tuple_row", "dict_row", "namedtuple_row", "__version__",
 ]

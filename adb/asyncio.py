@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import asyncio
 from asyncio import _get_running_loop
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence, TypeVar
 
 from .core import SQL, BaseDatabase, Params
 from .errors import InterfaceError
+from .stream import Stream
 from .transaction import Transaction
 
 T = TypeVar("T")
@@ -59,6 +60,19 @@ class Database(BaseDatabase["asyncio.Future[Any]"]):
         def rollbackTransaction(self, tx: Transaction) -> asyncio.Future[None]: ...
 
         def wait_for_room(self) -> asyncio.Future[None]: ...
+
+        def stream(self, sql: SQL, params: Params = None, tx: Optional[Transaction] = None,
+                   *, batch: int = 1000, row_factory: Any = None,
+                   timeout: Optional[float] = None,
+                   idle_timeout: Optional[float] = None) -> Stream: ...
+
+        def copy_out(self, sql: SQL, params: Params = None, tx: Optional[Transaction] = None,
+                     *, batch: int = 1000, timeout: Optional[float] = None,
+                     idle_timeout: Optional[float] = None) -> Stream: ...
+
+        def copy_in(self, table: str, rows: Any, columns: Optional[Sequence[str]] = None,
+                    tx: Optional[Transaction] = None, *,
+                    timeout: Optional[float] = None) -> asyncio.Future[int]: ...
 
     # -- the front-end interface ------------------------------------------------------
 

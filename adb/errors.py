@@ -7,9 +7,17 @@ only for failures that belong to adb itself. Every message names the Database.
 
 from __future__ import annotations
 
+from typing import Optional
+
 
 class Error(Exception):
-    """Base class of every exception raised by adb itself."""
+    """Base class of every exception raised by adb itself.
+
+    ``delivered``: when the error ended a stream, how many rows had reached its
+    consumer (set by the stream); None otherwise.
+    """
+
+    delivered: Optional[int] = None
 
 
 class InterfaceError(Error, ValueError):

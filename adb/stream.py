@@ -180,8 +180,8 @@ class StreamCore:
         delivered = self.delivered
         self._close_quietly()
         self.state = StreamState.FAILED
-        if isinstance(exc, Error) and not hasattr(exc, "delivered"):
-            exc.delivered = delivered  # type: ignore[attr-defined]
+        if isinstance(exc, Error) and exc.delivered is None:
+            exc.delivered = delivered
             if exc.args and isinstance(exc.args[0], str):
                 exc.args = (f"{exc.args[0]} (the stream had delivered {delivered} rows)",
                             *exc.args[1:])

@@ -7,9 +7,10 @@ threads may share one Database; results go straight to the waiting thread.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence, TypeVar
 
 from .core import SQL, BaseDatabase, Params
+from .stream import SyncStream
 from .transaction import Transaction
 
 T = TypeVar("T")
@@ -76,6 +77,18 @@ class Database(BaseDatabase[Waiter]):
         def rollbackTransaction(self, tx: Transaction) -> None: ...
 
         def wait_for_room(self) -> None: ...
+
+        def stream(self, sql: SQL, params: Params = None, tx: Optional[Transaction] = None,
+                   *, batch: int = 1000, row_factory: Any = None,
+                   timeout: Optional[float] = None,
+                   idle_timeout: Optional[float] = None) -> SyncStream: ...
+
+        def copy_out(self, sql: SQL, params: Params = None, tx: Optional[Transaction] = None,
+                     *, batch: int = 1000, timeout: Optional[float] = None,
+                     idle_timeout: Optional[float] = None) -> SyncStream: ...
+
+        def copy_in(self, table: str, rows: Any, columns: Optional[Sequence[str]] = None,
+                    tx: Optional[Transaction] = None, *, timeout: Optional[float] = None) -> int: ...
 
     # -- the front-end interface: no loop thread, so no _scheduler ---------------
 

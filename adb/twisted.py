@@ -10,7 +10,7 @@ reactor and on the asyncio reactor (sharing a loop with Tornado).
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence, TypeVar
 
 from twisted.enterprise import adbapi
 from twisted.internet import defer
@@ -86,6 +86,19 @@ class Database(BaseDatabase["defer.Deferred[Any]"]):
         def rollbackTransaction(self, tx: Transaction) -> defer.Deferred[None]: ...
 
         def wait_for_room(self) -> defer.Deferred[None]: ...
+
+        def stream(self, sql: SQL, params: Params = None, tx: Optional[Transaction] = None,
+                   *, batch: int = 1000, row_factory: Any = None,
+                   timeout: Optional[float] = None,
+                   idle_timeout: Optional[float] = None) -> Stream: ...
+
+        def copy_out(self, sql: SQL, params: Params = None, tx: Optional[Transaction] = None,
+                     *, batch: int = 1000, timeout: Optional[float] = None,
+                     idle_timeout: Optional[float] = None) -> Stream: ...
+
+        def copy_in(self, table: str, rows: Any, columns: Optional[Sequence[str]] = None,
+                    tx: Optional[Transaction] = None, *,
+                    timeout: Optional[float] = None) -> defer.Deferred[int]: ...
 
     # -- the front-end interface ------------------------------------------------------
 
@@ -287,17 +300,17 @@ class ConnectionPool:
     def stream(self, sql: SQL, params: Params = None, tx: Optional[Transaction] = None,
                **kw: Any) -> Stream:
         """adb's extension: the rows of ``sql`` batch by batch (``Database.stream``)."""
-        return cast(Stream, self._db.stream(sql, params, tx, **kw))
+        return self._db.stream(sql, params, tx, **kw)
 
     def copy_out(self, sql: SQL, params: Params = None, tx: Optional[Transaction] = None,
                  **kw: Any) -> Stream:
         """adb's extension: text-format lines of ``sql``'s rows (``Database.copy_out``)."""
-        return cast(Stream, self._db.copy_out(sql, params, tx, **kw))
+        return self._db.copy_out(sql, params, tx, **kw)
 
     def copy_in(self, table: str, rows: Any, columns: Optional[Sequence[str]] = None,
                 tx: Optional[Transaction] = None, **kw: Any) -> defer.Deferred[int]:
         """adb's extension: a bulk load in one transaction (``Database.copy_in``)."""
-        return cast("defer.Deferred[int]", self._db.copy_in(table, rows, columns, tx, **kw))
+        return self._db.copy_in(table, rows, columns, tx, **kw)
 
     def commitTransaction(self, tx: Transaction) -> defer.Deferred[None]:
         return self._db.commitTransaction(tx)

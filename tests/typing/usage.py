@@ -28,6 +28,10 @@ async def on_asyncio(db: adb.Database, tdb: adb.tornado.Database) -> None:
     assert_type(await db.commitTransaction(tx), None)
     assert_type(await tdb.runQuery("select 1"), list[Any])
     await db.wait_for_room()
+    async for row in db.stream("select 1"):
+        assert_type(row, Any)
+    assert_type(await db.stream("select 1").fetch(), list[Any])
+    assert_type(await db.copy_in("t", [(1,)]), int)
     await db.close()
 
 
@@ -36,12 +40,16 @@ def on_sync(db: adb.sync.Database) -> None:
     assert_type(db.runOperation(("insert into t values (%s)", (1,))), int)
     assert_type(db.runInteraction(count), int)
     assert_type(db.beginTransaction(), Transaction)
+    assert_type(db.stream("select 1").fetch(), list[Any])
+    assert_type(db.copy_in("t", [(1,)]), int)
     assert_type(db.close(), None)
 
 
 def on_twisted(db: adb.twisted.Database, pool: adb.twisted.ConnectionPool) -> None:
     assert_type(db.runQuery("select 1"), "Deferred[list[Any]]")
     assert_type(db.runInteraction(count), "Deferred[int]")
+    assert_type(db.stream("select 1").fetch(), "Deferred[list[Any]]")
+    assert_type(db.copy_in("t", [(1,)]), "Deferred[int]")
     assert_type(db.close(), "Deferred[None]")
     assert_type(pool.runQuery("select 1"), "Deferred[list[Any]]")
     assert_type(pool.runOperation("delete from t"), "Deferred[None]")
