@@ -1,14 +1,18 @@
 """Bulk: reading and loading rows by the million, in bounded memory.
 
 Seed 000's rows made wide: an int key and a 100-character text (the key
-zero-padded, so SQL can recompute it), ``--rows`` of them (1,000,000). Four parts,
+zero-padded, so SQL can recompute it), ``--rows`` of them (1,000,000). Five parts,
 each a variant of the report:
 
 - ``stream``: every row of a table filled beforehand, read through the system's
   way of reading a result bigger than memory (``Calls.stream``: adb's
   ``db.stream``, asyncpg's cursor, psycopg 3's server-side cursor, aiomysql's and
   PyMySQL's unbuffered cursors, psycopg2's named cursor; the C clients' text
-  output), ``--batch`` rows per fetch;
+  output), ``--batch`` rows per fetch, row by row through the system's own
+  iterator (``async for row in ...``; ``for`` in the blocking world);
+- ``batches``: the same, a batch at a time through the system's batch call
+  (adb's ``fetch()``, asyncpg's ``cursor.fetch(n)``, ``fetchmany(n)``), which
+  spares the per-row step of an async iterator;
 - ``fetchall``: the same rows through ``query`` (a whole result at once: adb's
   ``runQuery``), for contrast, above all in memory;
 - ``copy``: the rows loaded into an empty table through the system's bulk path
@@ -48,9 +52,10 @@ from ..systems.common import Calls, Figures, Options, Rows, RunSpec, kind_of
 from .base import Scenario, Variant, WrongResult
 
 #: the parts, each a variant, and the optional call a system needs for it (None: ``query``)
-NEEDS = {"stream": STREAM, "fetchall": None, "copy": COPY, "executemany": MANY}
+NEEDS = {"stream": STREAM, "batches": STREAM, "fetchall": None, "copy": COPY,
+         "executemany": MANY}
 PARTS = tuple(NEEDS)
-READS = ("stream", "fetchall")
+READS = ("stream", "batches", "fetchall")
 DEFAULT_SYSTEMS = ("adb-asyncio", "adb-tornado", "adb-twisted-db", "adb-sync", "asyncpg",
                    "psycopg3", "aiomysql", "threads", "c-client")
 #: a row's text recomputed from its key (``{k}``) in each server's SQL
@@ -82,8 +87,8 @@ def variant_unavailable(system: System, kind: str, options: Options) -> Optional
     """Why ``system`` has no way to run this part (None: it has one)."""
     part = options.get("part", "stream")
     needs = NEEDS[part]
-    if system.opener is None:  # a program (the C clients): its runner does what it names
-        return None if needs in system.optional_calls else \
+    if system.opener is None:  # a program (the C clients): its runner does the parts it names
+        return None if part in system.optional_calls else \
             f"a program of its own: it runs bulk's {' and '.join(system.optional_calls)} parts"
     if needs is not None and needs not in system.optional_calls:
         return f"no {needs} call in this system (bulk's {part} part needs one)"
@@ -105,13 +110,14 @@ async def _read(calls: Calls, spec: RunSpec, part: str) -> Figures:
     growth between."""
     before = _rss_mb()
     start, cpu = time.perf_counter(), time.process_time()
-    if part == "stream":
+    if part == "fetchall":
+        count, total = await _tally(await calls.query(bulk_select()))
+    else:
         if calls.stream is None:
             raise ValueError("this system's calls have no stream")
-        async with calls.stream(bulk_select(), int(spec.options.get("batch") or 1000)) as rows:
-            count, total = await _tally(rows)
-    else:
-        count, total = await _tally(await calls.query(bulk_select()))
+        batches, batch = part == "batches", int(spec.options.get("batch") or 1000)
+        async with calls.stream(bulk_select(), batch, batches) as rows:
+            count, total = await (_tally_batches(rows) if batches else _tally(rows))
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return {"part": part, "seconds": seconds, "rows_per_s": count / seconds,
@@ -132,6 +138,22 @@ async def _tally(rows: Rows) -> tuple[int, int]:
         for row in rows:
             count += 1
             total += row[0]
+    return count, total
+
+
+async def _tally_batches(batches: Rows) -> tuple[int, int]:
+    """``_tally`` over a stream of batches (lists of rows)."""
+    count = total = 0
+    if isinstance(batches, AsyncIterable):
+        async for rows in batches:
+            count += len(rows)
+            for row in rows:
+                total += row[0]
+    else:
+        for rows in batches:
+            count += len(rows)
+            for row in rows:
+                total += row[0]
     return count, total
 
 

@@ -42,17 +42,29 @@ def _calls(db: AnyDatabase, world: World, settle: Optional[Settle] = None) -> Ca
 
 
 def _stream(db: AnyDatabase, blocking: bool) -> Stream:
-    """``db.stream(sql, batch=batch)``: on the awaitable front-ends the stream is
-    its own async context manager, handed over as it is; the sync front-end's is a
-    plain one, entered here, its rows a plain iterator."""
-    if not blocking:
-        return lambda sql, batch: db.stream(sql, batch=batch)
+    """``db.stream(sql, batch=batch)``, its rows or its ``fetch()`` batches. On the
+    awaitable front-ends the stream is its own async context manager, handed over
+    as it is for its rows; the sync front-end's is a plain one, entered here."""
+    if blocking:
+        @contextlib.asynccontextmanager
+        async def entered(sql: str, batch: int, batches: bool) -> AsyncIterator[Rows]:
+            with db.stream(sql, batch=batch) as rows:
+                yield iter(rows.fetch, []) if batches else rows
+        return entered
 
     @contextlib.asynccontextmanager
-    async def entered(sql: str, batch: int) -> AsyncIterator[Rows]:
-        with db.stream(sql, batch=batch) as rows:
-            yield rows
-    return entered
+    async def fetched(sql: str, batch: int, batches: bool) -> AsyncIterator[Rows]:
+        async with db.stream(sql, batch=batch) as rows:
+            yield _fetches(rows)
+
+    return lambda sql, batch, batches: (fetched(sql, batch, batches) if batches
+                                        else db.stream(sql, batch=batch))
+
+
+async def _fetches(stream: Any) -> AsyncIterator[list[Any]]:
+    """A stream's batches: ``await fetch()`` until it gives []."""
+    while rows := await stream.fetch():
+        yield rows
 
 
 @contextlib.asynccontextmanager

@@ -58,11 +58,16 @@ async def open_asyncpg(spec: RunSpec, world: World,
 
 
 @contextlib.asynccontextmanager
-async def _asyncpg_stream(pool: DriverPool, query: str, batch: int) -> AsyncIterator[Rows]:
-    """asyncpg's cursor (it needs a transaction), ``batch`` rows per fetch."""
+async def _asyncpg_stream(pool: DriverPool, query: str, batch: int,
+                          batches: bool) -> AsyncIterator[Rows]:
+    """asyncpg's cursor (it needs a transaction): ``async for`` over it with
+    ``prefetch=batch``, or its ``fetch(batch)``."""
     async with pool.acquire() as conn:
         async with conn.transaction():
-            yield conn.cursor(query, prefetch=batch)
+            if batches:
+                yield _fetched(await conn.cursor(query), "fetch", batch)
+            else:
+                yield conn.cursor(query, prefetch=batch)
 
 
 async def _asyncpg_copy(pool: DriverPool, table: str, columns: Sequence[str],
@@ -124,15 +129,17 @@ async def open_psycopg3(spec: RunSpec, world: World,
 
 
 @contextlib.asynccontextmanager
-async def _psycopg3_stream(pool: DriverPool, query: str, batch: int) -> AsyncIterator[Rows]:
-    """psycopg 3's async server-side cursor (a named cursor, in a transaction),
-    ``batch`` rows per fetch (its ``itersize``)."""
+async def _psycopg3_stream(pool: DriverPool, query: str, batch: int,
+                           batches: bool) -> AsyncIterator[Rows]:
+    """psycopg 3's async server-side cursor (a named cursor, in a transaction):
+    ``async for`` over it, ``batch`` rows per fetch (its ``itersize``), or its
+    ``fetchmany(batch)``."""
     async with pool.connection() as conn:
         async with conn.transaction():
             async with conn.cursor(name="bulk_stream") as cur:
                 cur.itersize = batch
                 await cur.execute(query)
-                yield cur
+                yield _fetched(cur, "fetchmany", batch) if batches else cur
 
 
 async def _psycopg3_copy(pool: DriverPool, table: str, columns: Sequence[str],
@@ -173,19 +180,30 @@ async def aiomysql_execute(pool: DriverPool, query: str, params: Any = None,
 
 
 @contextlib.asynccontextmanager
-async def _aiomysql_stream(pool: DriverPool, query: str, batch: int) -> AsyncIterator[Rows]:
-    """aiomysql's unbuffered ``SSCursor``, ``fetchmany(batch)`` at a time (its
-    ``async for`` would await one row at a time)."""
+async def _aiomysql_stream(pool: DriverPool, query: str, batch: int,
+                           batches: bool) -> AsyncIterator[Rows]:
+    """aiomysql's unbuffered ``SSCursor``, ``fetchmany(batch)`` at a time, its rows
+    one by one (its own ``async for`` would await a ``fetchone`` per row) or as
+    they come."""
     import aiomysql
     async with pool.acquire() as conn:
         async with conn.cursor(aiomysql.SSCursor) as cur:
             await cur.execute(query)
-            yield _fetched(cur, batch)
+            fetched = _fetched(cur, "fetchmany", batch)
+            yield fetched if batches else _each(fetched)
 
 
-async def _fetched(cursor: Any, batch: int) -> AsyncIterator[Any]:
-    """Every row of an async cursor, fetched ``batch`` at a time."""
-    while rows := await cursor.fetchmany(batch):
+async def _fetched(cursor: Any, method: str, batch: int) -> AsyncIterator[list[Any]]:
+    """An async cursor's batches: ``await cursor.<method>(batch)`` until it gives
+    none ([] or, from aiomysql's SSCursor, ())."""
+    fetch = getattr(cursor, method)
+    while rows := await fetch(batch):
+        yield rows
+
+
+async def _each(batches: AsyncIterator[list[Any]]) -> AsyncIterator[Any]:
+    """The rows of a stream of batches, one by one."""
+    async for rows in batches:
         for row in rows:
             yield row
 

@@ -64,13 +64,16 @@ class Statement(Protocol):
 
 #: ``many(sql, seq_of_params)``: the driver's executemany
 Many = Callable[[str, Iterable[Any]], Awaitable[Any]]
-#: a query's rows as they arrive: an async iterable in an event-loop world, a plain
-#: iterable in the blocking one (what a user of each would loop over)
+#: a query's rows (or batches of them) as they arrive: an async iterable in an
+#: event-loop world, a plain iterable in the blocking one (what a user of each
+#: would loop over)
 Rows = Union[AsyncIterable[Any], Iterable[Any]]
-#: ``stream(sql, batch)``: the rows of ``sql`` read ``batch`` at a time through the
-#: system's way of reading a result bigger than memory (a server-side cursor, an
-#: unbuffered result), open for the ``async with`` block
-Stream = Callable[[str, int], AsyncContextManager[Rows]]
+#: ``stream(sql, batch, batches)``: the rows of ``sql`` read ``batch`` at a time
+#: through the system's way of reading a result bigger than memory (a server-side
+#: cursor, an unbuffered result), open for the ``async with`` block; row by row
+#: through the system's own iterator, or (``batches``) as the lists its batch call
+#: gives (``fetch()``, ``fetchmany``)
+Stream = Callable[[str, int, bool], AsyncContextManager[Rows]]
 #: ``copy_in(table, columns, rows)``: ``rows`` (tuples) loaded through the system's
 #: bulk path (COPY, LOAD DATA); what is awaited gives the row count
 CopyIn = Callable[[str, Sequence[str], Sequence[tuple[Any, ...]]], Awaitable[int]]

@@ -55,19 +55,21 @@ async def open_threads(spec: RunSpec, world: World,
     try:
         yield Calls(execute, query, world, spec.paramstyle(), many=many,
                     transaction=lambda: _transaction(cursor(), TxCalls(execute, query, many)),
-                    stream=lambda sql, batch: _stream(cursor().connection, spec.driver, sql,
-                                                      batch))
+                    stream=lambda sql, batch, batches: _stream(
+                        cursor().connection, spec.driver, sql, batch, batches))
     finally:
         for conn in opened:
             conn.close()
 
 
 @contextlib.asynccontextmanager
-async def _stream(conn: Connection, driver: str, sql: str, batch: int) -> AsyncIterator[Rows]:
+async def _stream(conn: Connection, driver: str, sql: str, batch: int,
+                  batches: bool) -> AsyncIterator[Rows]:
     """The rows of ``sql`` through the driver's way of reading a big result on this
     caller's connection: psycopg2's named (server-side) cursor, in a transaction of
     its own; PyMySQL's unbuffered ``SSCursor``; sqlite3's cursor, which steps
-    through the result as it is fetched. ``batch`` rows per ``fetchmany``."""
+    through the result as it is fetched. ``batch`` rows per ``fetchmany``: the
+    rows one by one, or the batches."""
     if driver == "psycopg2":
         conn.autocommit = False  # a named cursor lives in a transaction
         cur = conn.cursor(name="bulk_stream")
@@ -78,7 +80,8 @@ async def _stream(conn: Connection, driver: str, sql: str, batch: int) -> AsyncI
         cur = conn.cursor()
     try:
         cur.execute(sql)
-        yield _batches(cur, batch)
+        fetched = _batches(cur, batch)
+        yield fetched if batches else itertools.chain.from_iterable(fetched)
     finally:
         cur.close()
         if driver == "psycopg2":
@@ -87,10 +90,10 @@ async def _stream(conn: Connection, driver: str, sql: str, batch: int) -> AsyncI
 
 
 def _batches(cur: Cursor, batch: int) -> Iterable[Any]:
-    """Every row of ``cur``, ``fetchmany(batch)`` at a time, until one comes back
-    empty (``[]``, or ``()`` from PyMySQL's SSCursor); the loop over them in C."""
+    """``cur.fetchmany(batch)`` until one comes back empty (``[]``, or ``()`` from
+    PyMySQL's SSCursor); the loop over them in C."""
     fetched = iter(lambda: cur.fetchmany(batch), None)  # never None: takewhile ends it
-    return itertools.chain.from_iterable(itertools.takewhile(bool, fetched))
+    return itertools.takewhile(bool, fetched)
 
 
 def _left_by_an_ended_thread(owners: dict[threading.Thread, Connection]) -> Optional[Connection]:
