@@ -435,8 +435,9 @@ class BaseDatabase(Generic[F]):
 
     def stats(self) -> dict[str, Any]:
         """A snapshot of the pool: workers busy/idle/pinned, open streams, queued,
-        parked and waiting for room, completed, errors, connects, hand-back wake-ups (signalled, and timed
-        while saturated), results settled and the largest batch settled at once;
+        parked and waiting for room, completed, errors, connects, hand-back wake-ups
+        (signalled, and timed while saturated), results settled and the largest batch
+        settled at once;
         with ``autobatch``, the units run, the calls they carried, and the units that
         failed and ran one by one."""
         stats = self._pool.stats()

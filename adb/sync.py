@@ -88,7 +88,8 @@ class Database(BaseDatabase[Waiter]):
                      idle_timeout: Optional[float] = None) -> SyncStream: ...
 
         def copy_in(self, table: str, rows: Any, columns: Optional[Sequence[str]] = None,
-                    tx: Optional[Transaction] = None, *, timeout: Optional[float] = None) -> int: ...
+                    tx: Optional[Transaction] = None, *,
+                    timeout: Optional[float] = None) -> int: ...
 
     # -- the front-end interface: no loop thread, so no _scheduler ---------------
 
