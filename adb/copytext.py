@@ -10,6 +10,8 @@ written; reading also understands PostgreSQL's ``\\b \\f \\v`` and octal forms.
 
 from __future__ import annotations
 
+import codecs
+import json
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Callable, Optional
@@ -43,13 +45,37 @@ def value_text(value: Any, true: str = "t", false: str = "f") -> str:
         return true if value else false
     if isinstance(value, (bytes, bytearray, memoryview)):
         return "\\\\x" + bytes(value).hex()  # bytea's hex form, its backslash escaped
+    if isinstance(value, dict):
+        return _escaped(json.dumps(value))
+    if isinstance(value, (list, tuple)):
+        return _escaped(array_literal(value))
     return _escaped(str(value))
+
+
+def array_literal(items: Sequence[Any]) -> str:
+    """A PostgreSQL array literal: ``{1,2}``, ``{"a b",NULL}``, nested for nested lists."""
+    parts = []
+    for item in items:
+        if item is None:
+            parts.append("NULL")
+        elif isinstance(item, (list, tuple)):
+            parts.append(array_literal(item))
+        elif isinstance(item, bool):
+            parts.append("t" if item else "f")
+        elif isinstance(item, (int, float)):
+            parts.append(str(item))
+        else:
+            text = json.dumps(item) if isinstance(item, dict) else str(item)
+            parts.append('"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"')
+    return "{" + ",".join(parts) + "}"
 
 
 def mysql_value_text(value: Any) -> str:
     """One value as MariaDB's ``LOAD DATA`` reads it: booleans are 1 and 0, bytes raw."""
     if isinstance(value, (bytes, bytearray, memoryview)):
         return _escaped(bytes(value).decode("latin-1"))
+    if isinstance(value, (dict, list)):
+        return _escaped(json.dumps(value))
     return value_text(value, "1", "0")
 
 
@@ -89,10 +115,11 @@ def text_chunks(source: Any, size: int = 1 << 16) -> Iterator[str]:
     """The text of a file-like object in pieces of about ``size`` characters, each
     ending at a line end, so no line is split between two pieces."""
     rest = ""
+    decoder = codecs.getincrementaldecoder("utf-8")()  # a character may span two reads
     while True:
         piece = source.read(size)
         if isinstance(piece, (bytes, bytearray)):
-            piece = piece.decode("utf-8")
+            piece = decoder.decode(piece, final=not piece)
         if not piece:
             break
         piece = rest + piece
@@ -112,5 +139,5 @@ def parse(source: Any) -> Iterator[tuple[Optional[str], ...]]:
                 yield parse_line(text)
 
 
-__all__ = ["NULL", "value_text", "mysql_value_text", "line", "lines", "field", "parse_line",
+__all__ = ["NULL", "value_text", "array_literal", "mysql_value_text", "line", "lines", "field", "parse_line",
            "text_chunks", "parse"]

@@ -394,6 +394,7 @@ class BaseDatabase(Generic[F]):
         """
         table, names = bulk.check_target(table, columns)
         bulk.check_source(rows, self._blocking)
+        _check_timeout(timeout)
         steps = bulk.load(self, table, names, rows, tx, timeout)
         if self._blocking:
             return bulk.run_blocking(steps)
@@ -402,6 +403,8 @@ class BaseDatabase(Generic[F]):
     def _open_stream(self, sql: Any, params: Params, tx: Optional[Transaction], batch: int,
                      factory: Any, timeout: Optional[float], idle_timeout: Optional[float],
                      export: bool) -> StreamCore:
+        if batch is None:
+            raise InterfaceError("batch must be a positive integer, not None")
         _check_count(batch, "batch")
         _check_timeout(idle_timeout, "idle_timeout")
         if tx is not None:
@@ -519,9 +522,13 @@ class BaseDatabase(Generic[F]):
     def _end_tx(self, tx: Transaction, commit: bool) -> F:
         """Commit or roll back ``tx``, returning the future without waiting."""
         put = self._tx_put(tx)
+        self._forget_tx(tx)
+        return self._submit(Worker.finish, (tx, commit), put)
+
+    def _forget_tx(self, tx: Transaction) -> None:
+        """``tx`` is ending: it is no longer an open transaction of this Database."""
         tx.state = TxState.ENDING
         self._open_tx.discard(tx)
-        return self._submit(Worker.finish, (tx, commit), put)
 
     def _finish(self, tx: Transaction, commit: bool) -> Any:
         put = self._tx_put(tx)

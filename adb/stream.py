@@ -51,6 +51,7 @@ class Streamer(Protocol):
     def _begin(self, read_only: bool, timeout: Optional[float]) -> tuple[Transaction, Any]: ...
     def _submit(self, fn: Any, args: tuple[Any, ...], put: Any) -> Any: ...
     def _end_tx(self, tx: Transaction, commit: bool) -> Any: ...
+    def _forget_tx(self, tx: Transaction) -> None: ...
     def _discard(self, future: Any) -> None: ...
 
 
@@ -82,7 +83,7 @@ class StreamCore:
         self._pending: Any = db._submit(
             Worker.open_stream, (self._gate, self._own, export, sql, params, size, factory),
             self._gate.put)
-        self._finalizer = weakref.finalize(self, _dropped, tx, self._gate, self._own)
+        self._finalizer = weakref.finalize(self, _dropped, db, tx, self._gate, self._own)
 
     def __repr__(self) -> str:
         return (f"<adb stream of {self._db.name!r} {self.state.value}, "
@@ -172,7 +173,7 @@ class StreamCore:
         if self.state in (StreamState.CLOSED, StreamState.FAILED):
             return
         if self._stop() is StreamState.OPEN:
-            _dropped(self._tx, self._gate, self._own)
+            _dropped(self._db, self._tx, self._gate, self._own)
 
     def _failed(self, exc: BaseException) -> BaseException:
         """The stream ends with ``exc``: close it, and say in adb's own errors how
@@ -188,13 +189,13 @@ class StreamCore:
         return exc
 
 
-def _dropped(tx: Transaction, gate: StreamGate, own: bool) -> None:
+def _dropped(db: Streamer, tx: Transaction, gate: StreamGate, own: bool) -> None:
     """A stream was dropped while open (``break``, an exception in the loop): its
     worker closes the cursor and, for its own transaction, rolls it back. Nobody
     waits for that."""
     if own:
         if tx.state in (TxState.BEGINNING, TxState.ACTIVE):
-            tx.state = TxState.ENDING
+            db._forget_tx(tx)
             tx.queue.put(job(None, Worker.finish, None, None, (tx, False)))
         return
     try:

@@ -751,7 +751,13 @@ class Worker:
         stream, self._stream = self._stream, None
         if stream is None or self._conn is None:
             return
-        if self._driver.close_stream(stream.cursor, exhausted, not stream.own):
+        try:
+            drop = self._driver.close_stream(stream.cursor, exhausted, not stream.own)
+        except Exception:  # a bug of adb's own must not leave the worker pinned
+            log.exception("%s: worker %d could not close a stream", self._config.name,
+                          self.index)
+            drop = True
+        if drop:
             self.disconnect("a stream closed before its end")
             if self._txq is not None:
                 self._tx_lost = True

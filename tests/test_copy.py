@@ -251,13 +251,7 @@ def multibyte_file() -> bytes:
 
 
 @pytest.mark.parametrize("target", [
-    "postgresql",
-    *(pytest.param(name, marks=pytest.mark.xfail(
-        strict=True, raises=UnicodeDecodeError,
-        reason="adb.copytext.text_chunks decodes each read of a bytes file on its own: a "
-               "UTF-8 character cut by the read size (64 KiB; 2 MiB for LOAD DATA) fails"))
-      for name in ("psycopg", "mysql", "mysql_infile", "sqlite")),
-], indirect=True)
+    "postgresql", "psycopg", "mysql", "mysql_infile", "sqlite"], indirect=True)
 async def test_copy_in_a_bytes_file_with_characters_across_read_boundaries(target):
     db = adb.Database(target.url, pool_size=1)
     table = new_table_name()
@@ -282,13 +276,7 @@ POSTGRES_ESCAPED = [(1, "octA"), (2, "bs\b"), (3, "ff\f"), (4, "vt\v"), (5, "qq"
 
 
 @pytest.mark.parametrize("target", [
-    "postgresql", "psycopg", "mysql", "sqlite",
-    pytest.param("mysql_infile", marks=pytest.mark.xfail(
-        strict=True, raises=AssertionError,
-        reason="with local_infile=1 the file goes to LOAD DATA as it is, and MariaDB reads "
-               "\\f, \\v and octal escapes as the letter itself ('fff', 'vtv', 'oct101'), "
-               "while adb.copytext (and PostgreSQL) read them as the characters")),
-], indirect=True)
+    "postgresql", "psycopg", "mysql", "sqlite", "mysql_infile"], indirect=True)
 async def test_copy_in_reads_postgresql_escapes_alike_everywhere(target):
     db = adb.sync.Database(target.url, pool_size=1)
     table = new_table_name()
@@ -558,18 +546,9 @@ async def close_within(db, seconds=10.0):
     assert done, f"close() of {db!r} did not end within {seconds} s"
 
 
-MYSQL_EARLY_CLOSE = pytest.mark.xfail(strict=True, reason=(
-    "PyMySQLDriver.close_stream (914d255) reads cursor._result, which copy_out's TextRows "
-    "wrapper does not have: Worker.finish raises AttributeError (the close/aclose of the "
-    "stream raises it) before it unpins, so the worker stays pinned for good and the "
-    "Database's close() never ends"))
-
-
 @pytest.mark.parametrize("front, target", [
-    *((front, name) for front in FRONTS for name in ("postgresql", "psycopg", "sqlite")),
-    # the MariaDB failure is the worker's: two front-ends show it (each waits seconds)
-    *(pytest.param(front, name, marks=MYSQL_EARLY_CLOSE)
-      for front in ("asyncio", "sync") for name in ("mysql", "mysql_infile")),
+    *((front, name) for front in FRONTS
+      for name in ("postgresql", "psycopg", "sqlite", "mysql", "mysql_infile")),
 ], indirect=["target"])
 async def test_copy_out_closed_early_frees_its_worker(front, target):
     # a Database of its own, closed with a time limit (see close_within)
@@ -617,11 +596,6 @@ async def test_copy_out_of_a_failing_statement_raises_and_frees_everything(db):
     assert await summary(db) == (0, 0)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a stream that fails is closed by StreamCore._close_quietly through _dropped(), which "
-    "queues the rollback itself instead of going through Database._end_tx: the handle is "
-    "never discarded from _open_tx, so stats()['open_transactions'] stays 1 while the "
-    "stream object lives (until the Transaction is garbage-collected)"))
 async def test_copy_out_of_a_failing_statement_leaves_no_open_transaction(db):
     stream = db.copy_out("select * from adb_copy_no_such_table")
     with pytest.raises(db.dbapi.Error):
@@ -635,10 +609,6 @@ async def test_copy_out_of_a_failing_statement_leaves_no_open_transaction(db):
 async def test_copy_out_of_postgresql_types_loads_back(db, request):
     """COPY's own text (psycopg 3) loads back into the same columns; so must the lines
     adb renders from psycopg2's Python values."""
-    if db.target.name == "postgresql":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=(
-            "copy_out on psycopg2 renders json/jsonb values with str() of the parsed dict "
-            "({'a': 1}, not JSON) and arrays as Python lists ([1, 2]): COPY FROM rejects them")))
     source, copy = new_table_name(), new_table_name()
     columns = "k int, j json, jb jsonb, a int[], b boolean, by bytea, n numeric, d date"
     for table in (source, copy):
@@ -804,10 +774,6 @@ async def test_copy_out_refuses_bad_input_at_the_call(db):
 
 
 @pytest.mark.parametrize("front", ["asyncio", "sync"])
-@pytest.mark.xfail(strict=True, raises=pytest.fail.Exception, reason=(
-    "copy_out(batch=None) (and stream(batch=None)) passes _check_count, which allows "
-    "None, and fails later, in the worker, with TypeError ('<' between int and None in "
-    "Worker.fetch_stream)"))
 async def test_copy_out_refuses_batch_none_at_the_call(front, target):
     db = FRONTS[front](target.url, pool_size=2)  # its own: see close_within
     try:

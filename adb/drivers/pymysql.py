@@ -11,11 +11,11 @@ import socket
 import tempfile
 from typing import Any, Iterable, Optional, Sequence
 
-from ..copytext import lines, mysql_value_text, text_chunks
+from ..copytext import lines, mysql_value_text
 from ..errors import InterfaceError
 from ..sqltext import Path, without_terminator
 from ..target import Family
-from .base import Connection, Cursor, Driver, DriverInfo, chunked, readable
+from .base import Connection, Cursor, Driver, DriverInfo, TextRows, chunked, readable
 
 #: rows per ``LOAD DATA`` of a bulk load (one temporary file each)
 LOAD_CHUNK = 20000
@@ -124,6 +124,8 @@ class PyMySQLDriver(Driver):
         reconnect); in the caller's transaction, which must go on, it reads the rest."""
         if exhausted or keep_transaction:
             return super().close_stream(cursor, exhausted, keep_transaction)
+        if isinstance(cursor, TextRows):
+            cursor = cursor.cursor
         result = cursor._result  # forget the unread rows, or collecting these reads them
         if result is not None:
             result.unbuffered_active = False
@@ -139,7 +141,9 @@ class PyMySQLDriver(Driver):
                   rows: Iterable[Sequence[Any]]) -> int:
         """``LOAD DATA LOCAL INFILE`` per chunk (about twice the rate of multi-row
         INSERTs here) when the Database was opened with ``local_infile=1``;
-        otherwise PyMySQL's multi-row INSERTs."""
+        otherwise PyMySQL's multi-row INSERTs. (A file to load is parsed into rows
+        first, by ``copy_text``: MariaDB reads some escapes of the text format,
+        ``\\f \\v`` and octal, differently from PostgreSQL.)"""
         if not self.local_infile:
             return super().copy_rows(cursor, table, columns, rows)
         total = 0
@@ -147,13 +151,6 @@ class PyMySQLDriver(Driver):
             total += self.load_data(cursor, table, columns, "".join(lines(chunk, self.render_value)),
                                     len(chunk))
         return total
-
-    def copy_text(self, cursor: Cursor, table: str, columns: Optional[Sequence[str]],
-                  source: Any) -> int:
-        if not self.local_infile:
-            return super().copy_text(cursor, table, columns, source)
-        return sum(self.load_data(cursor, table, columns, piece, piece.count("\n"))
-                   for piece in text_chunks(source, 1 << 21))
 
     def load_data(self, cursor: Cursor, table: str, columns: Optional[Sequence[str]],
                   text: str, expected: int) -> int:
