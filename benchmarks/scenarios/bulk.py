@@ -65,6 +65,7 @@ FILL_CHUNK = 1_000_000  # rows per statement when MariaDB fills the source table
 
 
 def add_arguments(group: argparse._ArgumentGroup) -> None:
+    """``--bulk_parts`` and ``--batch``: which parts run, and a stream's fetch size."""
     group.add_argument("--bulk_parts", default=",".join(PARTS),
                        help=f"bulk: which of {','.join(PARTS)} to run (all)")
     group.add_argument("--batch", type=int, default=1000,
@@ -189,6 +190,7 @@ async def _many(calls: Calls, rows: list[tuple[int, str]]) -> Any:
 
 
 def _insert(paramstyle: str) -> str:
+    """The executemany part's statement: one row into the load table."""
     mark = placeholder(paramstyle)
     return f"insert into {BULK_TARGET} ({', '.join(BULK_COLUMNS)}) values ({mark}, {mark})"
 
@@ -215,6 +217,7 @@ def prepare(url: str, rows: int) -> None:
 
 
 def _create(table: str) -> str:
+    """Both tables' shape: seed 000's, the key a primary key, the text never NULL."""
     return f"create table {table} (k int not null primary key, v varchar(100) not null)"
 
 
@@ -262,6 +265,7 @@ def verify(url: str, rows: int, figures: Optional[Figures] = None) -> None:
 
 
 def _check_read(rows: int, figures: Figures) -> None:
+    """The reader's own count and key sum, against those of ``rows`` rows."""
     expected = (rows, bulk_key_sum(rows))
     found = (figures.get("rows_read"), figures.get("key_sum"))
     if found != expected:
@@ -270,6 +274,7 @@ def _check_read(rows: int, figures: Figures) -> None:
 
 
 def _check_load(url: str, rows: int) -> None:
+    """The load table's count, key sum and texts, read back by the parent."""
     with adb.sync.Database(url, pool_size=1) as db:
         (count, keys, bad), = db.runQuery(
             f"select count(*), coalesce(sum(k), 0), "

@@ -79,6 +79,7 @@ def _load(spec: RunSpec) -> Figures:
 
 
 def _psql(spec: RunSpec, command: str) -> list[str]:
+    """psql running one command against the URL's server, stopping at an error."""
     kw = spec.connect_kwargs()
     return ["psql", "-X", "-v", "ON_ERROR_STOP=1", "-h", str(kw.get("host", "127.0.0.1")),
             "-p", str(kw.get("port", 5432)), "-U", str(kw.get("user", "postgres")),
@@ -86,6 +87,7 @@ def _psql(spec: RunSpec, command: str) -> list[str]:
 
 
 def _mysql(spec: RunSpec, statements: str, *flags: str) -> list[str]:
+    """mysql running ``statements`` against the URL's server, tab-separated, no header."""
     kw = spec.connect_kwargs()
     return ["mysql", *flags, "--batch", "--skip-column-names",
             "-h", str(kw.get("host", "127.0.0.1")), "-P", str(kw.get("port", 3306)),
