@@ -335,11 +335,7 @@ class BaseDatabase(Generic[F]):
 
     def beginTransaction(self, *, timeout: Optional[float] = None) -> Any:
         """Pin a worker and open a transaction on it; return its handle."""
-        if self._refusal is not None:
-            raise self._refusal
-        tx = Transaction(self)
-        self._open_tx.add(tx)
-        return self._call(Worker.begin, (tx,), None, timeout)
+        return self._call(Worker.begin, (self._new_tx(),), None, timeout)
 
     def commitTransaction(self, tx: Transaction) -> Any:
         """Commit ``tx`` and free its worker. A failed (aborted) transaction is
@@ -499,16 +495,21 @@ class BaseDatabase(Generic[F]):
     def _begin(self, read_only: bool, timeout: Optional[float]) -> tuple[Transaction, Any]:
         """A transaction for a stream or a bulk load: its handle, and the future of
         its begin (settled already on a blocking front-end, which waited)."""
-        if self._refusal is not None:
-            raise self._refusal
-        tx = Transaction(self)
-        self._open_tx.add(tx)
+        tx = self._new_tx()
         begun = self._call(Worker.begin, (tx, read_only), None, timeout)
         if self._blocking:
             settled = self._new_future()
             self._settle(settled, True, begun)
             return tx, settled
         return tx, begun
+
+    def _new_tx(self) -> Transaction:
+        """A handle for a transaction about to begin, counted as open."""
+        if self._refusal is not None:
+            raise self._refusal
+        tx = Transaction(self)
+        self._open_tx.add(tx)
+        return tx
 
     def _submit(self, fn: JobFn, args: tuple[Any, ...], put: Callable[[Job], None]) -> F:
         """Queue one job with ``put`` and return its future, without waiting on any

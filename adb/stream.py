@@ -68,12 +68,8 @@ class StreamCore:
         self.state = StreamState.OPEN
         self._own = tx is None
         self._begun: Any = None
-        if tx is None:
+        if tx is None:  # (a caller's tx was checked by the Database)
             tx, self._begun = db._begin(True, timeout)
-        else:
-            if db._refusal is not None:
-                raise db._refusal
-            tx.check(db)  # type: ignore[arg-type]
         self._tx = tx
         self._gate = StreamGate(tx.queue, idle_timeout)
         self._rows: Iterator[Any] = iter(())

@@ -326,9 +326,7 @@ class Worker:
                  stream.gate.idle_timeout)
         self.end_stream(exhausted=False)
         if stream.own:
-            self._unpin()
-            self._tx_lost = False
-            self.rollback_quietly()
+            self.release()
         return WAKE
 
     def warm_up(self) -> None:
@@ -508,12 +506,9 @@ class Worker:
 
     def disconnect(self, reason: Optional[str] = None) -> None:
         self._spare = None
-        if self._stream is not None:  # its cursor dies with the connection
-            try:
-                self._driver.close_stream(self._stream.cursor, False, False)
-            except Exception:
-                pass
-            self._stream = None
+        stream, self._stream = self._stream, None
+        if stream is not None:  # its cursor dies with the connection
+            self.close_stream_cursor(stream, exhausted=False, keep_transaction=False)
         if self._conn is not None:
             conn, self._conn = self._conn, None
             self.crew.connections.pop(threading.get_ident(), None)
@@ -711,9 +706,13 @@ class Worker:
     def abandon(self, reason: str) -> None:
         """Roll back a transaction whose owner is gone (closed pool, lost handle)."""
         self.end_stream(exhausted=False)
+        log.warning("%s: rolling back a transaction %s", self._config.name, reason)
+        self.release()
+
+    def release(self) -> None:
+        """Unpin, and roll back what the transaction left (nobody waits for it)."""
         self._unpin()
         self._tx_lost = False
-        log.warning("%s: rolling back a transaction %s", self._config.name, reason)
         self.rollback_quietly()
 
     # -- streams: a cursor open across jobs, in the pinned transaction -------------------
@@ -751,16 +750,21 @@ class Worker:
         stream, self._stream = self._stream, None
         if stream is None or self._conn is None:
             return
-        try:
-            drop = self._driver.close_stream(stream.cursor, exhausted, not stream.own)
-        except Exception:  # a bug of adb's own must not leave the worker pinned
-            log.exception("%s: worker %d could not close a stream", self._config.name,
-                          self.index)
-            drop = True
-        if drop:
+        if self.close_stream_cursor(stream, exhausted, keep_transaction=not stream.own):
             self.disconnect("a stream closed before its end")
             if self._txq is not None:
                 self._tx_lost = True
+
+    def close_stream_cursor(self, stream: OpenStream, exhausted: bool,
+                            keep_transaction: bool) -> bool:
+        """``Driver.close_stream``: True when the connection must be dropped, as it
+        must when closing failed (a bug of adb's own must not leave it pinned)."""
+        try:
+            return self._driver.close_stream(stream.cursor, exhausted, keep_transaction)
+        except Exception:
+            log.exception("%s: worker %d could not close a stream", self._config.name,
+                          self.index)
+            return True
 
     def check_transaction(self) -> None:
         if self._tx_lost or self._conn is None:

@@ -8,7 +8,7 @@ import os
 import socket
 from typing import Any
 
-from .base import readable
+from .base import column_list, readable
 
 #: a server that never answers cannot hang a connect; a peer that vanished
 #: without a word is noticed within about a minute
@@ -69,18 +69,11 @@ def begin_read_only(driver: Any, conn: Any) -> None:
         cursor.close()
 
 
-def open_stream(driver: Any, conn: Any, sql: Any, params: Any) -> Any:
+def stream_cursor(driver: Any, conn: Any) -> Any:
     """A named (server-side) cursor: each fetch is a ``FETCH`` of one batch."""
-    cursor = conn.cursor(name=f"adb_stream_{next(_stream_names)}")
-    try:
-        cursor.execute(sql) if params is None else cursor.execute(sql, params)
-    except BaseException:
-        driver.close_stream(cursor, False, True)
-        raise
-    return cursor
+    return conn.cursor(name=f"adb_stream_{next(_stream_names)}")
 
 
 def copy_from_sql(table: str, columns: Any) -> str:
     """``COPY table (columns) FROM STDIN``, in the text format."""
-    names = f" ({', '.join(columns)})" if columns else ""
-    return f"COPY {table}{names} FROM STDIN"
+    return f"COPY {table}{column_list(columns)} FROM STDIN"

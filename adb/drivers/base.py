@@ -159,14 +159,18 @@ class Driver:
         """Start an explicit transaction that only reads (a plain one by default)."""
         self.begin(conn)
 
+    def stream_cursor(self, conn: Connection) -> Cursor:
+        """A cursor that fetches its rows batch by batch, from the server where the
+        module can (a server-side cursor); a plain one by default."""
+        return conn.cursor()
+
     def open_stream(self, conn: Connection, sql: Any, params: Any) -> Cursor:
-        """Execute ``sql`` on a cursor that fetches its rows batch by batch, from the
-        server where the module can (a server-side cursor); inside a transaction."""
-        cursor = conn.cursor()
+        """Execute ``sql`` on a ``stream_cursor`` (inside a transaction)."""
+        cursor = self.stream_cursor(conn)
         try:
             cursor.execute(sql) if params is None else cursor.execute(sql, params)
         except BaseException:
-            cursor.close()
+            self.close_stream(cursor, False, True)
             raise
         return cursor
 
@@ -209,8 +213,7 @@ class Driver:
     def insert_sql(self, table: str, columns: Optional[Sequence[str]], width: int) -> str:
         """The INSERT that loads one row of ``width`` values."""
         mark = "?" if self.paramstyle == "qmark" else "%s"
-        names = f" ({', '.join(columns)})" if columns else ""
-        return f"INSERT INTO {table}{names} VALUES ({', '.join([mark] * width)})"
+        return f"INSERT INTO {table}{column_list(columns)} VALUES ({', '.join([mark] * width)})"
 
     #: how a value is written in the text format (``adb.copytext``)
     render_value: Callable[[Any], str] = staticmethod(value_text)
@@ -294,6 +297,11 @@ class TextRows:
 
     def close(self) -> None:
         self.cursor.close()
+
+
+def column_list(columns: Optional[Sequence[str]]) -> str:
+    """`` (a, b)`` after a table name in a bulk load's statement; "" for every column."""
+    return f" ({', '.join(columns)})" if columns else ""
 
 
 def chunked(rows: Iterable[Sequence[Any]], size: int) -> Iterable[list[Sequence[Any]]]:

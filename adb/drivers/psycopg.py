@@ -73,7 +73,7 @@ class PsycopgDriver(Driver):
         conn.autocommit = True
 
     begin_read_only = _libpq.begin_read_only
-    open_stream = _libpq.open_stream
+    stream_cursor = _libpq.stream_cursor
 
     def close_stream(self, cursor: Cursor, exhausted: bool, keep_transaction: bool) -> bool:
         if isinstance(cursor, CopyOut):

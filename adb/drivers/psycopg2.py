@@ -86,7 +86,7 @@ class Psycopg2Driver(Driver):
         conn.autocommit = True
 
     begin_read_only = _libpq.begin_read_only
-    open_stream = _libpq.open_stream
+    stream_cursor = _libpq.stream_cursor
 
     def copy_rows(self, cursor: Cursor, table: str, columns: Optional[Sequence[str]],
                   rows: Iterable[Sequence[Any]]) -> int:

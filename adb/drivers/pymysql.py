@@ -15,7 +15,8 @@ from ..copytext import lines, mysql_value_text
 from ..errors import InterfaceError
 from ..sqltext import Path, without_terminator
 from ..target import Family
-from .base import Connection, Cursor, Driver, DriverInfo, TextRows, chunked, readable
+from .base import (Connection, Cursor, Driver, DriverInfo, TextRows, chunked, column_list,
+                   readable)
 
 #: rows per ``LOAD DATA`` of a bulk load (one temporary file each)
 LOAD_CHUNK = 20000
@@ -103,16 +104,10 @@ class PyMySQLDriver(Driver):
         with conn.cursor() as cursor:
             cursor.execute("START TRANSACTION READ ONLY")
 
-    def open_stream(self, conn: Connection, sql: Any, params: Any) -> Cursor:
+    def stream_cursor(self, conn: Connection) -> Cursor:
         """An unbuffered ``SSCursor``: rows are read off the socket as they are fetched."""
         from pymysql.cursors import SSCursor
-        cursor = conn.cursor(SSCursor)
-        try:
-            cursor.execute(sql, params)
-        except BaseException:
-            cursor.close()
-            raise
-        return cursor
+        return conn.cursor(SSCursor)
 
     def fetch_stream(self, cursor: Cursor, size: int) -> list[Any]:
         return list(cursor.fetchmany(size))
@@ -148,8 +143,8 @@ class PyMySQLDriver(Driver):
             return super().copy_rows(cursor, table, columns, rows)
         total = 0
         for chunk in chunked(rows, LOAD_CHUNK):
-            total += self.load_data(cursor, table, columns, "".join(lines(chunk, self.render_value)),
-                                    len(chunk))
+            text = "".join(lines(chunk, self.render_value))
+            total += self.load_data(cursor, table, columns, text, len(chunk))
         return total
 
     def load_data(self, cursor: Cursor, table: str, columns: Optional[Sequence[str]],
@@ -157,12 +152,11 @@ class PyMySQLDriver(Driver):
         """Load one piece of text through a temporary file. With LOCAL the server
         turns a bad row into a warning and goes on, so any warning, or a count
         short of ``expected``, fails the load (the transaction then rolls back)."""
-        names = f" ({', '.join(columns)})" if columns else ""
         with tempfile.NamedTemporaryFile("w", encoding="utf-8", suffix=".tsv") as piece:
             piece.write(text)
             piece.flush()
             cursor.execute(f"LOAD DATA LOCAL INFILE %s INTO TABLE {table} "
-                           f"CHARACTER SET utf8mb4{names}", (piece.name,))
+                           f"CHARACTER SET utf8mb4{column_list(columns)}", (piece.name,))
         count: int = cursor.rowcount
         if cursor.warning_count or count != expected:
             cursor.execute("SHOW WARNINGS LIMIT 5")
