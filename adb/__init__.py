@@ -11,12 +11,13 @@ from .errors import (ConnectionLost, Error, ForkError, InterfaceError, PoolClose
                      PoolTimeout, QueueFull, ServerUnavailable, StatementTimeout,
                      StreamTimeout, TransactionError)
 from .rows import dict_row, namedtuple_row, tuple_row
+from .savepoint import Savepoint, SavepointState, savepoint
 from .transaction import Transaction, TxState
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Database", "Transaction", "TxState", "errors", "Error", "InterfaceError", "PoolClosed",
+    "Database", "Transaction", "TxState", "Savepoint", "SavepointState", "savepoint", "errors", "Error", "InterfaceError", "PoolClosed",
     "PoolTimeout", "QueueFull", "TransactionError", "ConnectionLost", "ForkError",
     "ServerUnavailable", "StatementTimeout", "StreamTimeout",
     "tuple_row", "dict_row", "namedtuple_row", "__version__",

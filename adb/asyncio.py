@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from asyncio import _get_running_loop
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Optional, Sequence, TypeVar
 
 from .core import SQL, BaseDatabase, Params
 from .errors import InterfaceError
@@ -54,6 +54,9 @@ class Database(BaseDatabase["asyncio.Future[Any]"]):
                            **kwargs: Any) -> asyncio.Future[T]: ...
 
         def beginTransaction(self, *, timeout: Optional[float] = None) -> asyncio.Future[Transaction]: ...
+
+        def runTransaction(self, fn: Callable[..., Awaitable[T]], *args: Any,
+                           retries: Optional[int] = None, **kwargs: Any) -> asyncio.Future[T]: ...
 
         def commitTransaction(self, tx: Transaction) -> asyncio.Future[None]: ...
 
@@ -100,6 +103,8 @@ class Database(BaseDatabase["asyncio.Future[Any]"]):
 
     # the C method itself: a worker asks this before every call
     _abandoned = staticmethod(asyncio.Future.done)  # type: ignore[assignment]
+
+    _fn_must_await = True
 
     def _running_loop(self) -> asyncio.AbstractEventLoop:
         try:

@@ -2,10 +2,9 @@
 
 A load is written once, as *steps*: a generator that yields the futures it
 needs (the begin, each chunk's job, the commit) and gets their values back.
-``run_async`` drives the steps on a front-end with futures (awaiting each),
-``run_blocking`` on adb.sync (waiting for each), so both keep one order of
-events and one rule: if anything fails, the transaction is rolled back and no
-row of the load remains.
+``adb.steps`` drives them on every front-end, so all keep one order of events
+and one rule: if anything fails, the transaction is rolled back and no row of
+the load remains.
 
 Where the rows come from decides who reads them. A plain iterable or a
 file-like object is read by the worker thread itself, as the driver loads it
@@ -119,35 +118,4 @@ def _chunks(db: Loader, put: Any, table: str, columns: Optional[tuple[str, ...]]
     return total
 
 
-async def run_async(steps: Steps) -> int:
-    """Drive ``steps``, awaiting each future they yield."""
-    value: Any = None
-    error: Optional[BaseException] = None
-    while True:
-        try:
-            step = steps.send(value) if error is None else steps.throw(error)
-        except StopIteration as stop:
-            return int(stop.value)
-        try:
-            value, error = await step, None
-        except BaseException as exc:  # thrown into the steps: they roll back, then re-raise
-            value, error = None, exc
-
-
-def run_blocking(steps: Steps) -> int:
-    """Drive ``steps`` on a blocking front-end, waiting for each future they yield."""
-    value: Any = None
-    error: Optional[BaseException] = None
-    while True:
-        try:
-            step = steps.send(value) if error is None else steps.throw(error)
-        except StopIteration as stop:
-            return int(stop.value)
-        try:
-            step.wait(None)
-            value, error = step.result(), None
-        except BaseException as exc:
-            value, error = None, exc
-
-
-__all__ = ["CHUNK", "check_source", "check_target", "load", "run_async", "run_blocking"]
+__all__ = ["CHUNK", "check_source", "check_target", "load"]

@@ -15,13 +15,14 @@ import logging
 import os
 import tempfile
 import threading
+import time
 import warnings
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from typing import (TYPE_CHECKING, Any, Callable, Generic, Optional, Protocol, TypedDict, TypeVar,
                     Union, cast)
 
-from . import bulk, drivers, ops, rows
+from . import bulk, drivers, ops, retry, rows
 from .admission import Admission
 from .call import Claim, Job
 from .dispatch import Dispatch
@@ -29,6 +30,7 @@ from .drivers.base import Connection, Driver
 from .errors import ConnectionLost, ForkError, InterfaceError, PoolClosed, PoolTimeout
 from .handback import BatchedHandback, DirectHandback, Handback
 from .pool import Pool
+from .steps import run_async, run_blocking
 from .stream import Stream, StreamCore, SyncStream
 from .transaction import Transaction, TransactionContext, TxState
 from .url import make_target, target_for
@@ -144,6 +146,12 @@ class BaseDatabase(Generic[F]):
         one commit), each caller still getting its own rowcount or error; None
         (default): off. What it changes is in ``docs/usage.md`` ("Group commit")
         and ``adb.worker`` (its contract) and ``adb.sqltext`` (which statements qualify).
+    :param retries: run a standalone ``runQuery``/``runOperation``/``runMany``
+        again, up to this many times with backoff, when it failed transiently
+        having taken no effect (a deadlock victim, a serialization failure, a
+        busy SQLite file, no connection to be had); also ``runTransaction``'s
+        default. Default: 0 for calls, ``adb.retry.DEFAULT_RETRIES`` for
+        ``runTransaction``.
 
     The front-end interface. A front-end subclass provides these primitives and
     nothing else; everything else is built here from them:
@@ -166,6 +174,8 @@ class BaseDatabase(Generic[F]):
     - ``_spawn(coroutine)``: run a coroutine of adb's own that awaits this
       front-end's futures, and return its future (not for a blocking front-end).
     - ``_lost_error``: the ConnectionLost class callers get (optional).
+    - ``_fn_must_await``: True where ``runTransaction``'s function must be a
+      coroutine function (asyncio); on Twisted it may return a Deferred or a value.
     - ``_blocking``: True for a blocking front-end, whose future is then a
       ``Waitable`` (``wait(timeout) -> bool``, ``result()``: the value, or raises),
       and whose public methods return values instead of futures.
@@ -175,6 +185,8 @@ class BaseDatabase(Generic[F]):
     """
 
     _blocking = False
+    #: True where ``runTransaction``'s function must return an awaitable (asyncio)
+    _fn_must_await = False
     _lost_error: type[ConnectionLost] = ConnectionLost
     _scheduler: Optional[Scheduler] = None
 
@@ -185,7 +197,7 @@ class BaseDatabase(Generic[F]):
                  statement_timeout: Optional[float] = None, max_queued: Optional[int] = None,
                  on_full: str = "wait", max_lifetime: Optional[float] = None,
                  max_idle: Optional[float] = None, check_idle: Optional[float] = None,
-                 autobatch: Optional[int] = None,
+                 autobatch: Optional[int] = None, retries: Optional[int] = None,
                  _pool_options: Optional[PoolOptions] = None, **connect_kwargs: Any) -> None:
         target = make_target(url, driver, connect_kwargs)
         if on_connect is not None and not callable(on_connect):
@@ -210,13 +222,16 @@ class BaseDatabase(Generic[F]):
         self._timeout = _check_timeout(timeout)
         self._statement_timeout = _check_timeout(statement_timeout, "statement_timeout")
         max_queued = _check_count(max_queued, "max_queued")
+        self._retries = None if retries is None else retry.check_retries(retries)
+        self._tx_retries = 0
+        self._tx_retries_lock = threading.Lock()
         if on_full not in ("wait", "raise"):
             raise InterfaceError(f"on_full must be 'wait' or 'raise', not {on_full!r}")
         config = PoolConfig(
             name if name is not None else f"adb-{next(_names)}",
             self._lost_error, options.get("check_sql"), options.get("warm", size),
             _check_timeout(max_lifetime, "max_lifetime"), _check_timeout(max_idle, "max_idle"),
-            _check_timeout(check_idle, "check_idle"), autobatch)
+            _check_timeout(check_idle, "check_idle"), autobatch, self._retries or 0)
         self.name = config.name
         self._pid = os.getpid()
         self._refusal: Optional[BaseException] = None  # raised by every call once closing or forked
@@ -350,6 +365,32 @@ class BaseDatabase(Generic[F]):
         """``async with db.transaction() as tx``: commit on success, roll back on error."""
         return TransactionContext(self, timeout)
 
+    def runTransaction(self, fn: Callable[..., Any], *args: Any, retries: Optional[int] = None,
+                       **kwargs: Any) -> Any:
+        """Run ``fn(tx, *args, **kwargs)`` in a transaction and commit; run it again
+        from the start, after a short random backoff, when it failed transiently
+        (serialization failure, deadlock, lock wait timeout, Galera conflict, a
+        connection lost before the commit). ``retries``: how many times at most
+        (default: the Database's ``retries``, else ``adb.retry.DEFAULT_RETRIES``).
+
+        ``fn`` is a coroutine function on asyncio/Tornado, may return a Deferred or
+        a value on Twisted, and is a plain function on adb.sync. Returns what ``fn``
+        returns. A commit whose outcome is unknown is never run again. See
+        ``adb.retry``.
+        """
+        if not callable(fn):
+            raise TypeError(f"runTransaction needs a callable, not {type(fn).__name__}")
+        if retries is None:
+            limit = retry.DEFAULT_RETRIES if self._retries is None else self._retries
+        else:
+            limit = retry.check_retries(retries)
+        if self._refusal is not None:
+            raise self._refusal
+        work = retry.transaction(self, fn, args, kwargs, limit)
+        if self._blocking:
+            return run_blocking(work)
+        return self._spawn(run_async(work))
+
     def stream(self, sql: SQL, params: Params = None, tx: Optional[Transaction] = None, *,
                batch: int = 1000, row_factory: Any = None, timeout: Optional[float] = None,
                idle_timeout: Optional[float] = None) -> Any:
@@ -393,8 +434,8 @@ class BaseDatabase(Generic[F]):
         _check_timeout(timeout)
         steps = bulk.load(self, table, names, rows, tx, timeout)
         if self._blocking:
-            return bulk.run_blocking(steps)
-        return self._spawn(bulk.run_async(steps))
+            return run_blocking(steps)
+        return self._spawn(run_async(steps))
 
     def _open_stream(self, sql: Any, params: Params, tx: Optional[Transaction], batch: int,
                      factory: Any, timeout: Optional[float], idle_timeout: Optional[float],
@@ -444,6 +485,7 @@ class BaseDatabase(Generic[F]):
         stats["closed"] = self.closed
         stats["open_transactions"] = len(self._open_tx)
         stats["streams"] = self._pool.streams()
+        stats["transaction_retries"] = self._tx_retries
         admission = self._admission
         stats["parked"] = admission.parked if admission else 0
         stats["waiting_for_room"] = admission.waiting if admission else 0
@@ -479,6 +521,29 @@ class BaseDatabase(Generic[F]):
         if tx is None:
             return self._call(fn, args, None, timeout, statement_timeout)
         return self._call(Worker.in_transaction, args, self._tx_put(tx), None, statement_timeout)
+
+    def _savepoint(self, tx: Transaction, statements: tuple[str, ...], result: Any) -> Any:
+        """Run a savepoint's statements in ``tx``; the caller gets ``result``."""
+        return self._call(Worker.in_transaction, (ops.savepoint, statements, result),
+                          self._tx_put(tx), None)
+
+    def _delay(self, seconds: float) -> F:
+        """A future settled after ``seconds`` (a blocking front-end sleeps first)."""
+        future = self._new_future()
+        if self._blocking:
+            time.sleep(seconds)
+            self._settle(future, True, None)
+        else:
+            self._require_loop().call_later(seconds, self._settle, future, True, None)
+        return future
+
+    def _count_retry(self) -> None:
+        with self._tx_retries_lock:
+            self._tx_retries += 1
+
+    def _connect_wait(self) -> float:
+        """Seconds until the pool may try to connect again after failing to."""
+        return self._pool.connect_wait()
 
     def _interact_in(self, tx: Transaction, fn: Callable[..., Any], args: tuple[Any, ...],
                      kwargs: dict[str, Any]) -> Any:

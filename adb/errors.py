@@ -106,3 +106,18 @@ class StatementTimeout(Error):
     def __init__(self, message: str, may_have_run: bool = False) -> None:
         super().__init__(message)
         self.may_have_run = may_have_run
+
+
+def name_attempts(exc: BaseException, attempts: int, what: str, retries: int) -> None:
+    """Say on ``exc``, the last error of ``what`` after ``attempts`` runs that each
+    failed transiently, that adb's retries ran out: ``exc.adb_attempts`` and a note
+    in its traceback (Python 3.11+). The error keeps its own type (a driver's
+    ``SerializationFailure`` stays one), so callers catch what they always caught."""
+    try:
+        setattr(exc, "adb_attempts", attempts)
+    except AttributeError:  # an exception class with __slots__
+        pass
+    add_note = getattr(exc, "add_note", None)
+    if add_note is not None:
+        add_note(f"adb: {what} ran {attempts} times and failed each time on a transient "
+                 f"error; retries={retries} ran out and this is the last error")

@@ -6,6 +6,7 @@ here: the worker decides (``Worker.standalone`` / ``atomic`` / ``in_transaction`
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from .rows import RowFactory
@@ -47,10 +48,31 @@ def many(cursor: Cursor, driver: Driver, sql: Any,
     return driver.executemany(cursor, sql, seq_of_params)
 
 
+_interaction = threading.local()
+
+
 def interaction(cursor: Cursor, driver: Driver, fn: Callable[..., Any], args: tuple[Any, ...],
                 kwargs: dict[str, Any]) -> Any:
     """Run the caller's ``fn(cursor, *args, **kwargs)`` and return what it returns."""
-    return fn(cursor, *args, **kwargs)
+    outer = getattr(_interaction, "running", False)
+    _interaction.running = True
+    try:
+        return fn(cursor, *args, **kwargs)
+    finally:
+        _interaction.running = outer
+
+
+def interacting() -> bool:
+    """True inside the function ``interaction`` runs (in this worker thread), which
+    always runs in a transaction (for ``adb.savepoint(cursor)``)."""
+    return bool(getattr(_interaction, "running", False))
+
+
+def savepoint(cursor: Cursor, driver: Driver, statements: tuple[str, ...], result: Any) -> Any:
+    """Run a savepoint's statements (``adb.savepoint``) and return ``result``."""
+    for statement in statements:
+        cursor.execute(statement)
+    return result
 
 
 def copy_rows(cursor: Cursor, driver: Driver, table: str, columns: Any, rows: Any) -> int:

@@ -144,6 +144,10 @@ class Pool:
             self._reconnects += 1
         return conn
 
+    def connect_wait(self) -> float:
+        """Seconds until the connect backoff allows the next attempt (0: now)."""
+        return self._backoff.wait_left()
+
     def fail_queued(self, error: BaseException) -> None:
         """Fail every job still waiting in the shared queue (close timeout, and what
         is left once every worker has exited). STOP markers stay."""
@@ -230,6 +234,7 @@ class Pool:
             "units": sum(c.units for c in counted),
             "batched": sum(c.batched for c in counted),
             "unit_fallbacks": sum(c.unit_fallbacks for c in counted),
+            "retries": sum(c.retries for c in counted),
             "alive": self._alive,
         }
 

@@ -10,6 +10,7 @@ from typing import Any, Callable, Optional, Protocol
 
 from .dispatch import Queued
 from .errors import TransactionError
+from .savepoint import Savepoint, SavepointContext, Savepoints
 from .worker import abandon_job
 
 _ids = itertools.count(1)
@@ -48,6 +49,7 @@ class Owner(Protocol):
     def beginTransaction(self, *, timeout: Optional[float] = None) -> Any: ...
     def _interact_in(self, tx: Transaction, fn: Callable[..., Any], args: tuple[Any, ...],
                      kwargs: dict[str, Any]) -> Any: ...
+    def _savepoint(self, tx: Transaction, statements: tuple[str, ...], result: Any) -> Any: ...
 
 
 class Transaction:
@@ -55,8 +57,9 @@ class Transaction:
 
     Get one from ``beginTransaction()`` or ``async with db.transaction()``; pass it
     as ``tx`` (the third positional argument) to ``runQuery``/``runOperation``/
-    ``runMany``, or call the same methods on the handle itself. A handle dropped
-    while still open is rolled back (with a warning) when it is garbage-collected.
+    ``runMany``, or call the same methods on the handle itself. ``savepoint()``
+    nests an all-or-nothing step (``adb.savepoint``). A handle dropped while still
+    open is rolled back (with a warning) when it is garbage-collected.
     """
 
     def __init__(self, db: Owner) -> None:
@@ -65,6 +68,7 @@ class Transaction:
         self.queue: SimpleQueue[Queued] = SimpleQueue()
         self.state = TxState.BEGINNING
         self.worker: Optional[int] = None
+        self.savepoints = Savepoints(self.id)
         self._finalizer = weakref.finalize(self, _roll_back_dropped, self.queue, self.id)
 
     def __repr__(self) -> str:
@@ -114,6 +118,28 @@ class Transaction:
     def runInteraction(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run ``fn(cursor, *args, **kwargs)`` inside this transaction (no commit of its own)."""
         return self.db._interact_in(self, fn, args, kwargs)
+
+    def savepoint(self) -> SavepointContext:
+        """``async with tx.savepoint():`` (``with`` on adb.sync): the block is one
+        all-or-nothing step; if it raises, it is undone and the transaction goes on."""
+        self.check(self.db)
+        return SavepointContext(self, self.savepoints)
+
+    def beginSavepoint(self) -> Any:
+        """Begin a savepoint; gives its ``Savepoint`` (a future, a Deferred, the value)."""
+        self.check(self.db)
+        savepoint, statement = self.savepoints.begin(self)
+        return self.db._savepoint(self, (statement,), savepoint)
+
+    def releaseSavepoint(self, savepoint: Savepoint) -> Any:
+        """Keep what was done since ``savepoint`` began, and end it."""
+        self.check(self.db)
+        return self.db._savepoint(self, self.savepoints.end(savepoint, keep=True), None)
+
+    def rollbackSavepoint(self, savepoint: Savepoint) -> Any:
+        """Undo what was done since ``savepoint`` began, and end it; the transaction goes on."""
+        self.check(self.db)
+        return self.db._savepoint(self, self.savepoints.end(savepoint, keep=False), None)
 
     def commit(self) -> Any:
         return self.db.commitTransaction(self)

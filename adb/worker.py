@@ -41,8 +41,8 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional, Protocol
 from . import health, ops
 from .call import ARGS, CLAIM, FN, FUTURE, RUN_TIMEOUT, CallState, Job, RunningCall
 from .dispatch import STOP, WAKE, Dispatch, Queued
-from .errors import (ConnectionLost, InterfaceError, PoolClosed, StatementTimeout,
-                     StreamTimeout, TransactionError)
+from .errors import (ConnectionLost, Error, InterfaceError, PoolClosed, ServerUnavailable,
+                     StatementTimeout, StreamTimeout, TransactionError, name_attempts)
 from .handback import Handback
 from .rows import RowFactory
 from .sqltext import Path
@@ -68,7 +68,8 @@ class PoolConfig:
     ``lost_error`` is the ConnectionLost class callers get; ``check_sql`` a
     statement run after an error to test the connection (None: no test);
     ``warm`` how many workers connect before their first job; ``autobatch`` the
-    most calls one unit may hold (1: no units).
+    most calls one unit may hold (1: no units); ``retries`` how many times a
+    standalone call that failed transiently, having taken no effect, runs again.
     """
 
     name: str
@@ -79,6 +80,7 @@ class PoolConfig:
     max_idle: Optional[float] = None
     check_idle: Optional[float] = None
     autobatch: int = 1
+    retries: int = 0
 
 
 class Crew(Protocol):
@@ -93,6 +95,7 @@ class Crew(Protocol):
 
     def is_abandoned(self, future: Any) -> bool: ...
     def open_connection(self) -> Connection: ...
+    def connect_wait(self) -> float: ...
     def stopping(self) -> bool: ...
     def worker_exited(self, worker: Worker) -> None: ...
 
@@ -117,6 +120,7 @@ class Counters(NamedTuple):
     units: int
     batched: int
     unit_fallbacks: int
+    retries: int
 
 
 class Batch(NamedTuple):
@@ -210,11 +214,12 @@ class Worker:
         self._lifetime: Optional[float] = None
         self._txq: Optional[SimpleQueue[Queued]] = None  # the queue of the transaction pinning it
         self._tx_lost = False  # that transaction's connection broke: it can only end
+        self._tx_aborted: Optional[str] = None  # why the server rolled it back, if it did
         self._stream: Optional[OpenStream] = None  # a stream open in that transaction
         self._busy = False
         self._current: Optional[RunningCall] = None  # the running call, for the watchdog
         self._completed = self._errors = self._connects = self._recycled = 0
-        self._units = self._batched = self._unit_fallbacks = 0
+        self._units = self._batched = self._unit_fallbacks = self._retries = 0
         self._spare: Optional[tuple[Connection, Cursor]] = None  # see on_spare_cursor
         self.inbox: SimpleQueue[Queued] = SimpleQueue()  # jobs handed to this worker while idle
         self._later: deque[Queued] = deque()  # jobs taken while gathering a unit, served next
@@ -249,7 +254,7 @@ class Worker:
 
     def counters(self) -> Counters:
         return Counters(self._completed, self._errors, self._connects, self._recycled,
-                        self._units, self._batched, self._unit_fallbacks)
+                        self._units, self._batched, self._unit_fallbacks, self._retries)
 
     # -- the loop --------------------------------------------------------------------
 
@@ -362,6 +367,8 @@ class Worker:
             value, ok = fn(self, *job[ARGS:]), True
         except BaseException as exc:  # everything goes back to the caller
             value, ok = self.after_error(exc, running), False
+            if self._config.retries and fn in _RETRIED and job[ARGS] is not ops.interaction:
+                value, ok = self.retry(job, value, running)
         self._current = None
         if running.state is not CallState.RUNNING:
             value, ok = self.after_cancel(value, ok, running, run_timeout)
@@ -371,6 +378,44 @@ class Worker:
             self._errors += 1
         if future is not None:
             self._handback(future, ok, value)
+
+    # -- retries of standalone calls (Database(retries=N)) ------------------------------
+
+    def retry(self, job: Job, error: BaseException, running: RunningCall) -> tuple[Any, bool]:
+        """Run a standalone call again while it fails transiently having taken no
+        effect, up to ``retries`` more times, waiting ``health.retry_delay`` (or the
+        pool's connect backoff) in between; return its outcome. The last error, when
+        they run out, names the attempts. A caller who gave up, a watchdog that acted
+        or a closing pool ends the retries."""
+        fn, args, attempts = job[FN], job[ARGS:], 1
+        while attempts <= self._config.retries and self.may_retry(error, running):
+            self._retries += 1
+            time.sleep(self.retry_wait(attempts, error))
+            attempts += 1
+            try:
+                return fn(self, *args), True
+            except BaseException as exc:
+                error = self.after_error(exc, running)
+        if attempts > 1:
+            name_attempts(error, attempts, "the call", self._config.retries)
+        return error, False
+
+    def may_retry(self, error: BaseException, running: RunningCall) -> bool:
+        """True when ``error`` left nothing behind and may not recur: the server
+        refused the statement transiently, or no connection could be opened."""
+        if running.state is not CallState.RUNNING or self.crew.stopping() \
+                or (running.future is not None and self._is_abandoned(running.future)):
+            return False
+        if isinstance(error, ConnectionLost):
+            return not error.may_have_run
+        return not isinstance(error, Error) and self._driver.is_transient(error)
+
+    def retry_wait(self, attempts: int, error: BaseException) -> float:
+        """Seconds to wait before attempt ``attempts + 1``."""
+        wait = health.retry_delay(attempts)
+        if isinstance(error, ServerUnavailable):
+            wait = max(wait, self.crew.connect_wait())
+        return wait
 
     # -- group commit: a unit of standalone operations ----------------------------------
 
@@ -650,7 +695,17 @@ class Worker:
         return value
 
     def in_transaction(self, op: ops.Op, *args: Any) -> Any:
-        """One call inside the transaction pinning this worker."""
+        """One call inside the transaction pinning this worker. An error after which
+        the server rolled the whole transaction back marks it, so nothing more runs
+        in it and it cannot commit (on MySQL later statements would run outside it)."""
+        try:
+            return self.in_transaction_call(op, args)
+        except BaseException as exc:
+            if self._conn is not None and self._driver.rolled_back(exc, self._conn):
+                self._tx_aborted = f"{type(exc).__name__}: {str(exc).strip()[:200]}"
+            raise
+
+    def in_transaction_call(self, op: ops.Op, args: tuple[Any, ...]) -> Any:
         self.check_transaction()
         if self._stream is not None and self._driver.stream_exclusive:
             raise InterfaceError(
@@ -684,24 +739,39 @@ class Worker:
         self.end_stream(exhausted=False)
         self._unpin()
         lost, self._tx_lost = self._tx_lost, False
+        aborted, self._tx_aborted = self._tx_aborted, None
         conn = self._conn
         if lost or conn is None:
             tx.fail()
             if commit:
                 raise TransactionError(f"{tx!r} lost its connection; nothing was committed")
             return None
-        if commit and self._driver.failed_transaction(conn):
+        if commit and (aborted or self._driver.failed_transaction(conn)):
             self.rollback_quietly()
             tx.ended(False)
             raise TransactionError(
-                f"{tx!r} was aborted by an earlier error; it was rolled back, not committed")
+                f"{tx!r} was aborted by an earlier error"
+                + (f" ({aborted}), which made the server roll it back" if aborted else "")
+                + "; it was rolled back, not committed")
         try:
             (self._driver.commit if commit else self._driver.rollback)(conn)
-        except BaseException:
+        except BaseException as exc:
             tx.ended(False)
+            if commit and self._driver.is_disconnect(exc, conn):
+                raise self.commit_lost(tx, exc) from exc
             self.rollback_quietly()
             raise
         tx.ended(commit)
+
+    def commit_lost(self, tx: Tx, exc: BaseException) -> ConnectionLost:
+        """The connection broke during COMMIT: the server may have committed or not,
+        and nobody can tell from here (``may_have_run=True``)."""
+        self.disconnect(f"{type(exc).__name__} during a commit")
+        return self._config.lost_error(
+            f"the connection of {self._config.name!r} to {self._driver.target} broke during "
+            f"the COMMIT of {tx!r} ({type(exc).__name__}: {str(exc).strip()[:200]}): it may "
+            "or may not have committed; check whether its effects are there before running "
+            "it again", may_have_run=True)
 
     def abandon(self, reason: str) -> None:
         """Roll back a transaction whose owner is gone (closed pool, lost handle)."""
@@ -713,6 +783,7 @@ class Worker:
         """Unpin, and roll back what the transaction left (nobody waits for it)."""
         self._unpin()
         self._tx_lost = False
+        self._tx_aborted = None
         self.rollback_quietly()
 
     # -- streams: a cursor open across jobs, in the pinned transaction -------------------
@@ -771,6 +842,11 @@ class Worker:
             raise TransactionError(
                 "this transaction lost its connection; nothing of it was committed: "
                 "roll it back and start again")
+        if self._tx_aborted is not None:
+            raise TransactionError(
+                f"the server rolled this transaction back after an error ({self._tx_aborted});"
+                " nothing of it was committed: roll it back and start again "
+                "(db.runTransaction does that by itself)")
 
     def _pin(self, queue: SimpleQueue[Queued]) -> None:
         self._txq = queue
@@ -788,6 +864,9 @@ class Worker:
         except Exception:  # the connection is broken: replace it
             self.disconnect("rollback failed")
 
+
+#: the job functions of standalone calls, which ``Database(retries=N)`` runs again
+_RETRIED = (Worker.standalone, Worker.batchable, Worker.atomic)
 
 if TYPE_CHECKING:
     #: a job function: ``fn(worker, *args)``, run by the worker that takes the job

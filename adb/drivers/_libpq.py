@@ -77,3 +77,9 @@ def stream_cursor(driver: Any, conn: Any) -> Any:
 def copy_from_sql(table: str, columns: Any) -> str:
     """``COPY table (columns) FROM STDIN``, in the text format."""
     return f"COPY {table}{column_list(columns)} FROM STDIN"
+
+
+#: SQLSTATEs of transient failures: serialization_failure, deadlock_detected,
+#: lock_not_available (lock_timeout, NOWAIT); PostgreSQL aborts the transaction
+#: on each, so running it again from the start is the remedy
+TRANSIENT_SQLSTATES = frozenset({"40001", "40P01", "55P03"})

@@ -150,6 +150,21 @@ class Driver:
         """True when ``exc`` means ``conn`` is unusable and must be replaced."""
         return False
 
+    # -- transient failures (adb.retry, Database(retries=N)) ------------------------------
+
+    def is_transient(self, exc: BaseException) -> bool:
+        """True when ``exc`` is the server refusing work it may accept if asked again:
+        a serialization failure, a deadlock, a lock wait that timed out, a busy
+        database. The statement took no effect; its transaction, if any, is lost."""
+        return False
+
+    def rolled_back(self, exc: BaseException, conn: Connection) -> bool:
+        """True when ``exc``, raised inside a transaction, made the server roll the
+        whole transaction back while leaving the session usable, so that later
+        statements would run outside it (MySQL after a deadlock). PostgreSQL
+        instead refuses every statement until the rollback (``failed_transaction``)."""
+        return False
+
     # -- streams and bulk loads (adb.stream, adb.bulk) -----------------------------------
 
     #: True when a connection can run nothing else while a stream's cursor is open

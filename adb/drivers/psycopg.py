@@ -125,6 +125,9 @@ class PsycopgDriver(Driver):
     def abort(self, conn: Connection) -> None:
         _libpq.shut_down(conn.fileno())
 
+    def is_transient(self, exc: BaseException) -> bool:
+        return getattr(exc, "sqlstate", None) in _libpq.TRANSIENT_SQLSTATES
+
     def is_disconnect(self, exc: BaseException, conn: Connection) -> bool:
         return bool(conn.closed or conn.broken)
 

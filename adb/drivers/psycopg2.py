@@ -147,6 +147,9 @@ class Psycopg2Driver(Driver):
     def abort(self, conn: Connection) -> None:
         _libpq.shut_down(conn.fileno())
 
+    def is_transient(self, exc: BaseException) -> bool:
+        return getattr(exc, "pgcode", None) in _libpq.TRANSIENT_SQLSTATES
+
     def is_disconnect(self, exc: BaseException, conn: Connection) -> bool:
         return bool(conn.closed)
 

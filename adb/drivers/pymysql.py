@@ -94,6 +94,26 @@ class PyMySQLDriver(Driver):
         return isinstance(exc, err.OperationalError) and exc.args[:1] in (
             (2006,), (2013,), (2014,), (1927,), (4031,))
 
+    def is_transient(self, exc: BaseException) -> bool:
+        err = self.dbapi.err
+        return isinstance(exc, (err.OperationalError, err.InternalError)) \
+            and exc.args[:1] in _TRANSIENT_ERRNOS
+
+    def rolled_back(self, exc: BaseException, conn: Connection) -> bool:
+        """InnoDB rolls the whole transaction back on a deadlock (and a Galera
+        certification conflict, reported as one); after a lock wait timeout only
+        with ``innodb_rollback_on_timeout``, so the server is asked."""
+        if not self.is_transient(exc):
+            return False
+        if exc.args[:1] == (1213,):
+            return True
+        try:
+            with conn.cursor() as cursor:
+                cursor.execute("select @@in_transaction")
+                return not cursor.fetchone()[0]
+        except Exception:  # the session is gone: so is its transaction
+            return True
+
     # -- streams and bulk loads --------------------------------------------------------
 
     #: an unbuffered result must be read to its end before the connection runs anything else
@@ -198,6 +218,12 @@ class PyMySQLDriver(Driver):
         finally:
             cursor.close()
         return counts
+
+
+#: MySQL/MariaDB error numbers of transient failures: 1213 deadlock (also a Galera
+#: certification conflict), 1205 lock wait timeout, 1020 record changed since it
+#: was read (MariaDB's snapshot isolation), 1047 a Galera node not yet ready
+_TRANSIENT_ERRNOS = frozenset({(1213,), (1205,), (1020,), (1047,)})
 
 
 def _as_int(key: str, value: Any) -> int:

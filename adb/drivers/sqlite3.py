@@ -101,6 +101,16 @@ class SQLiteDriver(Driver):
 
     abort = cancel
 
+    def is_transient(self, exc: BaseException) -> bool:
+        """SQLITE_BUSY or SQLITE_LOCKED (and their extended codes): another connection
+        held the lock longer than the busy ``timeout``."""
+        if not isinstance(exc, self.dbapi.OperationalError):
+            return False
+        code = getattr(exc, "sqlite_errorcode", None)  # Python 3.11+
+        if code is not None:
+            return code & 0xFF in (5, 6)
+        return "database is locked" in str(exc) or "database table is locked" in str(exc)
+
     def is_disconnect(self, exc: BaseException, conn: Connection) -> bool:
         return isinstance(exc, self.dbapi.ProgrammingError) and "closed" in str(exc)
 

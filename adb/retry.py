@@ -1,0 +1,142 @@
+"""Retried transactions: ``db.runTransaction(fn, *args, retries=N, **kwargs)``.
+
+Under ``SERIALIZABLE``, deadlocks and multi-primary clusters the server aborts
+a transaction that did nothing wrong, and the remedy is to run it again from its
+start. ``transaction`` is that loop, written once as steps (``adb.steps``) for
+every front-end: begin, ``fn(tx, *args, **kwargs)``, commit; on a transient
+failure roll back, wait (``health.retry_delay``) and run ``fn`` again.
+
+What is run again, and what never is:
+
+- a transient error the driver names (``Driver.is_transient``: serialization
+  failure, deadlock, lock wait timeout, a Galera certification conflict, a busy
+  SQLite database), raised by ``fn``'s calls or by the commit: the server
+  rolled the transaction back, so nothing of it remains;
+- ``ConnectionLost`` before the commit: an uncommitted transaction dies with its
+  connection; ``ServerUnavailable`` at the begin: nothing was sent at all;
+- never a commit whose connection broke (``may_have_run=True`` at the commit):
+  the server may have committed, only the caller can find out, and the error
+  says so. Never any other error, which ``fn`` would only meet again.
+
+When the retries run out the last error is raised, naming the attempts
+(``adb.errors.name_attempts``). ``fn`` may run several times: whatever it does
+besides its calls on ``tx`` must be safe to repeat.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Callable, Optional, Protocol
+
+from . import health
+from .drivers.base import Driver
+from .errors import ConnectionLost, Error, InterfaceError, ServerUnavailable, name_attempts
+from .steps import Steps
+from .transaction import Transaction
+
+#: how many times runTransaction runs ``fn`` again when neither the call nor the
+#: Database (``retries=``) says
+DEFAULT_RETRIES = 3
+
+
+class Retrier(Protocol):
+    """What the loop uses of its Database (``adb.core.BaseDatabase``)."""
+
+    _blocking: bool
+    _fn_must_await: bool
+    _driver: Driver
+
+    def _begin(self, read_only: bool, timeout: Optional[float]) -> tuple[Transaction, Any]: ...
+    def _end_tx(self, tx: Transaction, commit: bool) -> Any: ...
+    def _delay(self, seconds: float) -> Any: ...
+    def _count_retry(self) -> None: ...
+    def _connect_wait(self) -> float: ...
+
+
+def transaction(db: Retrier, fn: Callable[..., Any], args: tuple[Any, ...],
+                kwargs: dict[str, Any], retries: int) -> Steps:
+    """The steps of one ``runTransaction``: its result, or its last error."""
+    attempt = 1
+    while True:
+        tx: Optional[Transaction] = None
+        committing = False
+        try:
+            tx, begun = db._begin(False, None)
+            yield begun
+            result = yield from _outcome(db, fn(tx, *args, **kwargs))
+            if tx.active:  # fn may have ended it itself
+                committing = True
+                yield db._end_tx(tx, True)
+            return result
+        except GeneratorExit:  # dropped unfinished: the handle's finalizer rolls back
+            raise
+        except BaseException as exc:
+            error = exc
+        if tx is not None and tx.active:
+            try:
+                yield db._end_tx(tx, False)
+            except Exception:  # its connection is gone: so is the transaction
+                pass
+        if not again(db._driver, error, committing, attempt, retries):
+            raise error
+        db._count_retry()
+        yield db._delay(_wait(db, attempt, error))
+        attempt += 1
+
+
+def again(driver: Driver, error: BaseException, committing: bool, attempt: int,
+          retries: int) -> bool:
+    """True when the transaction that failed with ``error`` on its ``attempt``-th run
+    is to run again; False when ``error`` is to be raised (annotated when a
+    transient failure outlasted the retries or a commit's outcome is unknown)."""
+    if isinstance(error, ConnectionLost):
+        if committing and error.may_have_run:
+            _note(error, "adb: runTransaction did not run it again: the connection broke "
+                         "during its commit, so it may have committed (may_have_run=True)")
+            return False
+    elif isinstance(error, Error) or not driver.is_transient(error):
+        return False
+    if attempt > retries:
+        name_attempts(error, attempt, "runTransaction's function", retries)
+        return False
+    return True
+
+
+def _outcome(db: Retrier, result: Any) -> Steps:
+    """``fn``'s result: awaited if it is an awaitable (a coroutine, a Deferred),
+    which a blocking front-end refuses and an asyncio one requires."""
+    if inspect.isawaitable(result):
+        if db._blocking:
+            getattr(result, "close", lambda: None)()  # a coroutine never run: no warning
+            raise TypeError("adb.sync's runTransaction runs a plain function, but fn returned "
+                            f"{type(result).__name__}: pass a function that blocks")
+        return (yield result)
+    if db._fn_must_await:
+        raise TypeError("runTransaction needs a coroutine function here (async def fn(tx, "
+                        f"...)), but fn returned {type(result).__name__}")
+    return result
+
+
+def _wait(db: Retrier, attempt: int, error: BaseException) -> float:
+    """Seconds before the next run: the retry backoff, or the connect backoff when
+    no connection could be opened."""
+    wait = health.retry_delay(attempt)
+    if isinstance(error, ServerUnavailable):
+        wait = max(wait, db._connect_wait())
+    return wait
+
+
+def _note(error: BaseException, text: str) -> None:
+    add_note = getattr(error, "add_note", None)
+    if add_note is not None:
+        add_note(text)
+
+
+def check_retries(retries: object) -> int:
+    """``retries`` checked: a whole number >= 0."""
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise InterfaceError(f"retries must be a whole number >= 0, not {retries!r}")
+    return retries
+
+
+__all__ = ["DEFAULT_RETRIES", "again", "check_retries", "transaction"]
