@@ -112,7 +112,7 @@ def _done(front):
     if front == "sync":
         return None
     if front == "twisted":
-        done = Deferred()
+        done: Deferred[None] = Deferred()
         done.callback(None)
         return done
     future = asyncio.get_running_loop().create_future()

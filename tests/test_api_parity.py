@@ -8,7 +8,8 @@ import adb.tornado
 import adb.twisted
 
 PUBLIC = {"runQuery", "runOperation", "runMany", "runInteraction", "beginTransaction",
-          "commitTransaction", "rollbackTransaction", "transaction", "close", "stats",
+          "commitTransaction", "rollbackTransaction", "transaction", "runTransaction",
+          "close", "stats",
           "paramstyle", "dbapi", "closed", "name"}
 FRONTS = [adb.asyncio.Database, adb.tornado.Database, adb.sync.Database, adb.twisted.Database]
 

@@ -73,7 +73,7 @@ async def test_opposite_order_updates_deadlock_and_the_victim_runs_again(db):
     fn = as_fn(db, body)
     results = await asyncio.gather(run_transaction(db, fn, "a", 1, 2, retries=5),
                                    run_transaction(db, fn, "b", 2, 1, retries=5))
-    assert results == ["a", "b"]
+    assert list(results) == ["a", "b"]
     assert await rows(db, f"select k, a, b from {table} order by k") == [(1, 1, 1), (2, 1, 1)]
     assert len(runs) >= 3 and db.stats()["transaction_retries"] == len(runs) - 2
 
@@ -249,7 +249,10 @@ def lock_sqlite(path, seconds):
     """Hold the write lock of the SQLite file at ``path`` for ``seconds``."""
     holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     holder.execute("begin immediate")
-    timer = threading.Timer(seconds, lambda: (holder.execute("commit"), holder.close()))
+    def release():
+        holder.execute("commit")
+        holder.close()
+    timer = threading.Timer(seconds, release)
     timer.start()
     return timer
 
@@ -294,7 +297,7 @@ async def test_when_retries_run_out_the_last_error_names_the_attempts(front, tmp
         timer = lock_sqlite(path, 3.0)
         with pytest.raises(sqlite3.OperationalError, match="locked") as raised:
             await ev(db.runOperation("insert into t values (1)"))
-        assert raised.value.adb_attempts == 3 and db.stats()["retries"] - before == 2
+        assert getattr(raised.value, "adb_attempts", None) == 3 and db.stats()["retries"] - before == 2
         if sys.version_info >= (3, 11):
             assert "retries=2 ran out" in raised.value.__notes__[0]
 
@@ -302,7 +305,7 @@ async def test_when_retries_run_out_the_last_error_names_the_attempts(front, tmp
             yield tx.runOperation("insert into t values (1)")
         with pytest.raises(sqlite3.OperationalError, match="locked") as raised:
             await run_transaction(db, as_fn(db, body), retries=1)
-        assert raised.value.adb_attempts == 2 and db.stats()["transaction_retries"] == 1
+        assert getattr(raised.value, "adb_attempts", None) == 2 and db.stats()["transaction_retries"] == 1
         timer.cancel()
         timer.function()
     finally:
@@ -347,7 +350,7 @@ async def test_no_connection_to_be_had_is_retried_then_raised_with_the_attempts(
         started = time.monotonic()
         with pytest.raises(ServerUnavailable) as raised:
             await ev(db.runQuery("select 1"))
-        assert raised.value.adb_attempts == 3 and db.stats()["retries"] == 2
+        assert getattr(raised.value, "adb_attempts", None) == 3 and db.stats()["retries"] == 2
         assert time.monotonic() - started >= 0.1  # it waited for the connect backoff
     finally:
         await ev(db.close())

@@ -18,6 +18,18 @@ def count(cursor: Any) -> int:
     return 1
 
 
+async def move(tx: Transaction, amount: int) -> str:
+    await tx.runOperation("update t set n = n + %s", (amount,))
+    return "moved"
+
+
+def move_blocking(tx: Transaction, amount: int) -> str:
+    tx.runOperation("update t set n = n + %s", (amount,))
+    with tx.savepoint() as savepoint:
+        assert_type(savepoint, adb.Savepoint)
+    return "moved"
+
+
 async def on_asyncio(db: adb.Database, tdb: adb.tornado.Database) -> None:
     assert_type(db.runQuery("select 1"), "asyncio.Future[list[Any]]")
     assert_type(await db.runOperation("delete from t"), int)
@@ -32,6 +44,9 @@ async def on_asyncio(db: adb.Database, tdb: adb.tornado.Database) -> None:
         assert_type(row, Any)
     assert_type(await db.stream("select 1").fetch(), list[Any])
     assert_type(await db.copy_in("t", [(1,)]), int)
+    assert_type(await db.runTransaction(move, 5, retries=2), str)
+    async with tx.savepoint() as savepoint:
+        assert_type(savepoint, adb.Savepoint)
     await db.close()
 
 
@@ -42,6 +57,7 @@ def on_sync(db: adb.sync.Database) -> None:
     assert_type(db.beginTransaction(), Transaction)
     assert_type(db.stream("select 1").fetch(), list[Any])
     assert_type(db.copy_in("t", [(1,)]), int)
+    assert_type(db.runTransaction(move_blocking, 5), str)
     assert_type(db.close(), None)
 
 
