@@ -258,10 +258,14 @@ def lock_sqlite(path, seconds):
 
 
 async def sqlite_db(front, tmp_path, **kwargs):
+    """A Database whose SQLite file waits for no lock (``timeout=0``); the file is
+    made first, already in WAL mode, so opening the workers meets no lock."""
     path = tmp_path / "locked.db"
-    db = FRONTS[front](f"sqlite:///{path}?timeout=0", pool_size=2, **kwargs)
-    await ev(db.runOperation("create table t (k int primary key)"))
-    return db, str(path)
+    setup = sqlite3.connect(path, isolation_level=None)
+    setup.execute("pragma journal_mode=wal")
+    setup.execute("create table t (k int primary key)")
+    setup.close()
+    return FRONTS[front](f"sqlite:///{path}?timeout=0", pool_size=2, **kwargs), str(path)
 
 
 async def test_a_transaction_refused_by_a_locked_sqlite_file_runs_again(front, tmp_path):
