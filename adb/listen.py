@@ -380,7 +380,20 @@ class Hub:
             log.exception("%s: the listening thread failed", self.name)
             self.state = HubState.STOPPED
         finally:
+            self._last_read()
             self._disconnect()
+
+    def _last_read(self) -> None:
+        """Stopping: hand over what has already arrived (best effort), so a
+        notification received before the close is not lost with the connection."""
+        if self._conn is None:
+            return
+        try:
+            items = self._read()
+        except Exception:
+            return
+        if items:
+            self.sink(items)
 
     def _step(self) -> None:
         """One turn: connect if needed, match the LISTENs, read, then sleep until the
