@@ -11,6 +11,7 @@ import threading
 import time
 import uuid
 import warnings
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -27,6 +28,12 @@ from adb import InterfaceError, Notification, NotificationGap
 from .conftest import FRONTS, URLS, close, ev, psycopg_url, require_server
 
 PG_URLS = {"psycopg2": lambda: URLS["postgresql"], "psycopg": psycopg_url}
+
+
+def note(item: Any) -> Notification:
+    """``item``, which must be a notification (not a gap, not the end)."""
+    assert type(item) is Notification, item
+    return item
 
 
 def channel(tag="c"):
@@ -202,7 +209,9 @@ async def test_killed_backend_gap_then_resumes_without_duplicates(ldb, pg):
     thread = threading.Thread(target=send)
     thread.start()
     try:
-        numbers, gaps, after_gap = [], [], 0
+        numbers: list[int] = []
+        gaps: list[NotificationGap] = []
+        after_gap = 0
         deadline = time.monotonic() + 30
         while after_gap < 20:
             assert time.monotonic() < deadline, (numbers[-5:], gaps)
@@ -291,7 +300,7 @@ async def test_async_with_and_async_for(pg):
             await db.notify(ch, str(i))
         got = []
         async for item in listener:
-            got.append(item.payload)
+            got.append(note(item).payload)
             if len(got) == 3:
                 break
     assert got == ["0", "1", "2"]
@@ -311,7 +320,7 @@ async def test_twisted_async_for_in_a_coroutine(pg):
             await db.notify(ch, str(i))
         got = []
         async for item in listener:
-            got.append(item.payload)
+            got.append(note(item).payload)
             if len(got) == 3:
                 break
         await listener.aclose()
@@ -331,8 +340,8 @@ def test_sync_iterator_and_get_with_timeout(pg):
             assert time.monotonic() - start >= 0.19
             db.notify(ch, "a")
             db.notify(ch, "b")
-            assert next(listener).payload == "a"
-            assert listener.get(5).payload == "b"
+            assert note(next(listener)).payload == "a"
+            assert note(listener.get(5)).payload == "b"
         assert listener.closed
         assert listener.get(0.01) is None
         assert list(listener) == []
@@ -359,7 +368,7 @@ async def test_other_servers_refuse_clearly(front, kind, tmp_path):
 
 
 async def test_bad_input_is_refused_before_anything_runs(ldb):
-    cases = [
+    cases: list[tuple[tuple[Any, ...], dict[str, Any], type[Exception], str]] = [
         ((), {}, InterfaceError, "at least one channel"),
         ((1,), {}, TypeError, "must be a str, not int"),
         (("",), {}, InterfaceError, "must not be empty"),
@@ -401,17 +410,16 @@ class TornadoListenTests(AsyncTestCase):
             two = await db.listen(a).ready()
             await db.notify(a, "1")
             await db.notify(b, "2")
-            self.assertEqual([(n.channel, n.payload) for n in [await one.__anext__(),
-                                                               await one.__anext__()]],
-                             [(a, "1"), (b, "2")])
-            self.assertEqual((await two.__anext__()).payload, "1")
+            got = [note(await one.__anext__()), note(await one.__anext__())]
+            self.assertEqual([(n.channel, n.payload) for n in got], [(a, "1"), (b, "2")])
+            self.assertEqual(note(await two.__anext__()).payload, "1")
             await one.aclose()
             self.assertEqual(await db._listening_channels(), [a])
             await db.notify(a, "3")
             while db.stats()["listen"]["delivered"] < 4:
                 await asyncio.sleep(0.01)
             await db.close()
-            self.assertEqual([n.payload async for n in two], ["3"])
+            self.assertEqual([note(n).payload async for n in two], ["3"])
 
     @gen_test(timeout=30)
     async def test_notify_in_transaction_and_overflow(self):
@@ -426,6 +434,6 @@ class TornadoListenTests(AsyncTestCase):
             while db.stats()["listen"]["dropped"] < 3:
                 await asyncio.sleep(0.01)
             got = [await listener.__anext__() for _ in range(3)]
-            self.assertEqual([n.payload for n in got[:2]], ["in tx", "1"])
+            self.assertEqual([note(n).payload for n in got[:2]], ["in tx", "1"])
             self.assertEqual(got[2], NotificationGap("overflow", 3))
             await db.close()
