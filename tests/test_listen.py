@@ -437,3 +437,23 @@ class TornadoListenTests(AsyncTestCase):
             self.assertEqual([note(n).payload for n in got[:2]], ["in tx", "1"])
             self.assertEqual(got[2], NotificationGap("overflow", 3))
             await db.close()
+
+
+async def test_unreachable_server_fails_ready_and_closes_quickly(front):
+    db = FRONTS[front]("postgresql://root:Cx-canary@127.0.0.1:1/test", pool_size=1)
+    try:
+        if front == "sync":
+            with pytest.raises(adb.ServerUnavailable) as raised:
+                db.listen(channel())
+        else:
+            listener = db.listen(channel())
+            with pytest.raises(adb.ServerUnavailable) as raised:
+                await asyncio.wait_for(ev(listener.ready()), 10)
+            assert not listener.closed  # it keeps waiting for the connection
+        assert "127.0.0.1:1" in str(raised.value)
+        assert "Cx-canary" not in str(raised.value) + repr(db.stats())
+        assert db.stats()["listen"]["state"] == "backing off"
+    finally:
+        start = time.monotonic()
+        await asyncio.wait_for(close(db), 10)
+        assert time.monotonic() - start < 2
