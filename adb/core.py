@@ -501,7 +501,9 @@ class BaseDatabase(Generic[F]):
         (signalled, and timed while saturated), results settled and the largest batch
         settled at once;
         with ``autobatch``, the units run, the calls they carried, and the units that
-        failed and ran one by one."""
+        failed and ran one by one; under ``listen``, the listening connection's
+        (``adb.listen``: listeners, channels, backend_pid, reconnects, delivered,
+        dropped, state)."""
         stats = self._pool.stats()
         stats["name"] = self.name
         stats["closed"] = self.closed

@@ -400,6 +400,7 @@ class Hub:
         socket or the wake-up pipe has something."""
         if self._conn is None:
             if not self._needed():
+                self._lost = None  # no listener left to tell of a loss
                 self._sleep(None)
                 return
             if not self._connect():
