@@ -353,15 +353,9 @@ class Hub:
         self.wake()
 
     def join(self) -> None:
-        """Wait (a bounded time) for the thread to end, then release the pipe."""
+        """Wait (a bounded time: it may be inside a connect) for the thread to end."""
         if self._thread is not threading.current_thread():
             self._thread.join(JOIN_TIMEOUT)
-        if not self._thread.is_alive():
-            with self._pipe_lock:
-                if self._pipe_open:
-                    self._pipe_open = False
-                    os.close(self._wake_r)
-                    os.close(self._wake_w)
 
     def stats(self) -> dict[str, Any]:
         router = self.router
@@ -382,6 +376,14 @@ class Hub:
         finally:
             self._last_read()
             self._disconnect()
+            self._close_pipe()
+
+    def _close_pipe(self) -> None:
+        """The thread's last act: nobody can wake it any more (``wake`` checks)."""
+        with self._pipe_lock:
+            self._pipe_open = False
+            os.close(self._wake_r)
+            os.close(self._wake_w)
 
     def _last_read(self) -> None:
         """Stopping: hand over what has already arrived (best effort), so a
