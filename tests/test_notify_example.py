@@ -35,6 +35,7 @@ class NotifyWebsocketTest(AsyncHTTPTestCase):
     def setUp(self) -> None:
         require_server("postgresql")
         self.channel = f"example_{uuid.uuid4().hex}"
+        self.opened: list[WebSocketClientConnection] = []
         super().setUp()
 
     def get_app(self) -> Any:
@@ -42,6 +43,8 @@ class NotifyWebsocketTest(AsyncHTTPTestCase):
         return self.app
 
     def tearDown(self) -> None:
+        for client in self.opened:  # idempotent; an unclosed client warns when collected
+            client.close()
         self.io_loop.run_sync(self.app.close)
         super().tearDown()
 
@@ -50,6 +53,7 @@ class NotifyWebsocketTest(AsyncHTTPTestCase):
         before = len(self.app.hub.clients)
         url = f"ws://127.0.0.1:{self.get_http_port()}/events"
         connected = [await websocket_connect(url) for _ in range(clients)]
+        self.opened += connected
         await self.until(lambda: len(self.app.hub.clients) == before + clients)
         return connected
 
