@@ -51,7 +51,7 @@ from collections import deque
 from typing import Any, Callable, NamedTuple, Optional, Protocol, Union
 
 from .drivers.base import Connection, Driver
-from .errors import InterfaceError, ServerUnavailable
+from .errors import InterfaceError, PoolClosed, ServerUnavailable
 from .health import Backoff
 from .target import Family
 
@@ -332,6 +332,7 @@ class Hub:
         os.set_blocking(self._wake_w, False)
         self._pipe_lock = threading.Lock()  # no write to a descriptor number closed (and reused)
         self._pipe_open = True
+        self._stopping = threading.Event()  # close() asked; only the thread sets STOPPED
         self._thread = threading.Thread(target=self._run, name=f"{name}-listen", daemon=True)
         self._thread.start()
 
@@ -349,8 +350,13 @@ class Hub:
 
     def stop(self) -> None:
         """Begin the end: the thread closes the connection and exits."""
-        self.state = HubState.STOPPED
+        self._stopping.set()
         self.wake()
+
+    @property
+    def serving(self) -> bool:
+        """True while connected and not stopping: an ask will be answered soon."""
+        return self.state is HubState.LISTENING and not self._stopping.is_set()
 
     def join(self) -> None:
         """Wait (a bounded time: it may be inside a connect) for the thread to end."""
@@ -368,15 +374,24 @@ class Hub:
 
     def _run(self) -> None:
         try:
-            while self.state is not HubState.STOPPED:
+            while not self._stopping.is_set():
                 self._step()
         except BaseException:
             log.exception("%s: the listening thread failed", self.name)
-            self.state = HubState.STOPPED
         finally:
             self._last_read()
             self._disconnect()
+            self.state = HubState.STOPPED
             self._close_pipe()
+            self._refuse_asks()
+
+    def _refuse_asks(self) -> None:
+        """The thread is gone: whoever still waits for an answer gets PoolClosed."""
+        _, _, asks = self.router.wanted()
+        asks, self._standing = self._standing + asks, []
+        refusal = PoolClosed.refused(self.name)
+        if asks:
+            self.sink([functools.partial(ask.reply, False, refusal) for ask in asks])
 
     def _close_pipe(self) -> None:
         """The thread's last act: nobody can wake it any more (``wake`` checks)."""
@@ -410,12 +425,13 @@ class Hub:
         try:
             items = self._reconcile()
             items += self._read()
+            fd = self.driver.listen_fileno(self._conn)
         except Exception as exc:
             self._lose(exc)
             return
         if items:
             self.sink(items)
-        self._sleep(self.driver.listen_fileno(self._conn))
+        self._sleep(fd)
 
     def _needed(self) -> bool:
         """A connection is needed once some listener wants a channel or asks something."""
@@ -731,7 +747,7 @@ class Listener(ListenerCore):
     async def aclose(self) -> None:
         """End this listener; returns once its channels that nobody else wants are
         UNLISTENed (at once if the Database is closed or the server unreachable)."""
-        if not self._unregister() or self._hub.state is not HubState.LISTENING:
+        if not self._unregister() or not self._hub.serving:
             return
         done = self._db._new_future()
         settle = self._db._settle
@@ -805,7 +821,7 @@ class SyncListener(ListenerCore):
     def close(self) -> None:
         """End this listener; returns once its channels that nobody else wants are
         UNLISTENed (at once if the Database is closed or the server unreachable)."""
-        if not self._unregister() or self._hub.state is not HubState.LISTENING:
+        if not self._unregister() or not self._hub.serving:
             return
         done = threading.Event()
         self._hub.router.ask(Ask(None, lambda ok, value: done.set(), False))

@@ -281,6 +281,18 @@ async def test_close_ends_every_listener_after_what_was_queued(ldb):
     await close_listener(first)  # closing after the Database closed: nothing to do
 
 
+async def test_close_while_a_listener_is_starting_does_not_hang(ldb):
+    listener = ldb.listen(channel())  # not awaited (but on adb.sync): LISTEN may be on its way
+    await asyncio.wait_for(close(ldb), 15)
+    try:
+        assert await ready(listener) is listener  # a closed listener is past waiting
+    except adb.PoolClosed:
+        pass  # the thread ended before it LISTENed: ready() says why
+    assert listener.closed
+    assert await rest(listener) == []
+    assert ldb.stats()["listen"]["state"] == "stopped"
+
+
 async def test_listeners_before_ready_wait_for_it(ldb):
     ch = channel()
     listener = ldb.listen(ch)
