@@ -10,6 +10,7 @@ from .asyncio import Database
 from .errors import (ConnectionLost, Error, ForkError, InterfaceError, PoolClosed,
                      PoolTimeout, QueueFull, ServerUnavailable, StatementTimeout,
                      StreamTimeout, TransactionError)
+from .listen import Listener, Notification, NotificationGap, SyncListener
 from .rows import dict_row, namedtuple_row, tuple_row
 from .savepoint import Savepoint, SavepointState, savepoint
 from .transaction import Transaction, TxState
@@ -20,5 +21,6 @@ __all__ = [
     "Database", "Transaction", "TxState", "Savepoint", "SavepointState", "savepoint", "errors", "Error", "InterfaceError", "PoolClosed",
     "PoolTimeout", "QueueFull", "TransactionError", "ConnectionLost", "ForkError",
     "ServerUnavailable", "StatementTimeout", "StreamTimeout",
+    "Listener", "SyncListener", "Notification", "NotificationGap",
     "tuple_row", "dict_row", "namedtuple_row", "__version__",
 ]

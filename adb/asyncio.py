@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Optional, 
 
 from .core import SQL, BaseDatabase, Params
 from .errors import InterfaceError
+from .listen import Listener
 from .stream import Stream
 from .transaction import Transaction
 
@@ -76,6 +77,11 @@ class Database(BaseDatabase["asyncio.Future[Any]"]):
         def copy_in(self, table: str, rows: Any, columns: Optional[Sequence[str]] = None,
                     tx: Optional[Transaction] = None, *,
                     timeout: Optional[float] = None) -> asyncio.Future[int]: ...
+
+        def listen(self, *channels: str, max_queued: int = 10000) -> Listener: ...
+
+        def notify(self, channel: str, payload: str = "",
+                   tx: Optional[Transaction] = None) -> asyncio.Future[None]: ...
 
     # -- the front-end interface ------------------------------------------------------
 

@@ -22,13 +22,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import (TYPE_CHECKING, Any, Callable, Generic, Optional, Protocol, TypedDict, TypeVar,
                     Union, cast)
 
-from . import bulk, drivers, ops, retry, rows
+from . import bulk, drivers, listen as _listen, ops, retry, rows
 from .admission import Admission
 from .call import Claim, Job
 from .dispatch import Dispatch
 from .drivers.base import Connection, Driver
 from .errors import ConnectionLost, ForkError, InterfaceError, PoolClosed, PoolTimeout
 from .handback import BatchedHandback, DirectHandback, Handback
+from .listen import Hub, Listener, ListenerCore, Router, SyncListener
 from .pool import Pool
 from .steps import run_async, run_blocking
 from .stream import Stream, StreamCore, SyncStream
@@ -239,6 +240,7 @@ class BaseDatabase(Generic[F]):
         self._close_futures: list[F] = []
         self._close_timer: Optional[Cancellable] = None
         self._close_lock = threading.Lock()
+        self._hub: Optional[Hub] = None  # the listening connection, from the first listen()
         self._build_pool(driver_obj, size, config, max_queued, on_full, options)
         _live.add(self)
         log.debug("%r created", self)
@@ -473,13 +475,76 @@ class BaseDatabase(Generic[F]):
             self._admission.wait(waiter)
         return self._returned(waiter, None, None)
 
+    def listen(self, *channels: str, max_queued: int = _listen.DEFAULT_MAX_QUEUED) -> Any:
+        """Notifications on ``channels`` (PostgreSQL LISTEN), as a listener.
+
+        ``async for item in db.listen("a", "b")`` (``for`` on adb.sync; Twisted adds
+        Deferreds): each item is a ``Notification(channel, payload, pid)`` or a
+        ``NotificationGap(reason, missed)``. Every listener of a Database shares one
+        listening connection outside the pool; a channel is LISTENed while some
+        listener wants it. At most ``max_queued`` items wait per listener: beyond
+        that new notifications are dropped, counted, and reported by a gap. A lost
+        connection is reopened and reported by a gap. On adb.sync this returns once
+        the channels are LISTENed; elsewhere ``await listener.ready()`` for that.
+        See ``adb.listen``.
+        """
+        names = _listen.check_channels(channels)
+        limit = _listen.check_max_queued(max_queued)
+        hub = self._listen_hub()
+        if self._blocking:
+            listener = SyncListener(self, hub, names, limit)
+            try:
+                return listener.ready()
+            except BaseException:
+                listener.close()
+                raise
+        self._new_future()  # binds the loop the notifications are delivered on
+        return self._listener_class(self, hub, names, limit)
+
+    #: the listener a front-end with futures hands out (Twisted's adds Deferreds)
+    _listener_class: type[Listener] = Listener
+
+    def notify(self, channel: str, payload: str = "", tx: Optional[Transaction] = None) -> Any:
+        """Send ``payload`` to ``channel``'s listeners (``pg_notify``, run by a worker).
+        In ``tx`` it is delivered when ``tx`` commits, and never if it rolls back."""
+        _listen.check_channel(channel)
+        _listen.check_payload(payload)
+        _listen.check_supported(self._driver)
+        return self._dispatch(tx, Worker.standalone, (_listen.notify_op, channel, payload), None)
+
+    def _listen_hub(self) -> Hub:
+        """The Database's listening hub, started by the first listener."""
+        if self._refusal is not None:
+            raise self._refusal
+        _listen.check_supported(self._driver)
+        with self._close_lock:
+            if self._hub is None:
+                router = Router()
+                sink = router.deliver if self._scheduler is None else \
+                    _listen.BatchedSink(self._scheduler.call_soon_threadsafe, router)
+                self._hub = Hub(self.name, self._driver, router, sink)
+            return self._hub
+
+    def _listening_channels(self) -> Any:
+        """What the server says the listening connection LISTENs on (for tests:
+        ``pg_listening_channels()`` run by the listening thread)."""
+        hub = self._listen_hub()
+        future = self._new_future()
+        settle = self._settle
+        hub.router.ask(_listen.Ask(_listen.listening_channels,
+                                   lambda ok, value: settle(future, ok, value), False))
+        hub.wake()
+        return self._returned(future, None, None)
+
     def stats(self) -> dict[str, Any]:
         """A snapshot of the pool: workers busy/idle/pinned, open streams, queued,
         parked and waiting for room, completed, errors, connects, hand-back wake-ups
         (signalled, and timed while saturated), results settled and the largest batch
         settled at once;
         with ``autobatch``, the units run, the calls they carried, and the units that
-        failed and ran one by one."""
+        failed and ran one by one; under ``listen``, the listening connection's
+        (``adb.listen``: listeners, channels, backend_pid, reconnects, delivered,
+        dropped, state)."""
         stats = self._pool.stats()
         stats["name"] = self.name
         stats["closed"] = self.closed
@@ -491,6 +556,7 @@ class BaseDatabase(Generic[F]):
         stats["waiting_for_room"] = admission.waiting if admission else 0
         for key in ("wakeups", "polls", "settled", "largest_batch"):
             stats[key] = getattr(self._handback, key, None)
+        stats["listen"] = _listen.idle_stats() if self._hub is None else self._hub.stats()
         return stats
 
     def __repr__(self) -> str:
@@ -505,6 +571,8 @@ class BaseDatabase(Generic[F]):
             if self._admission is not None:
                 self._admission.close()  # parked calls run; their callers may still wait
             pool.stop()
+            if self._hub is not None:
+                self._hub.stop()
 
     # -- one call ----------------------------------------------------------------------
 
@@ -736,6 +804,8 @@ class BaseDatabase(Generic[F]):
         if self._admission is not None:
             self._admission.close()
         self._pool.stop()
+        if self._hub is not None:
+            self._hub.stop()
         return True
 
     def _close_timed_out(self) -> None:
@@ -765,11 +835,24 @@ class BaseDatabase(Generic[F]):
             self._close_timer.cancel()
             self._close_timer = None
         self._handback.stop()
+        self._end_listeners()
         _live.discard(self)
         self._remove_tempfile()
         futures, self._close_futures = self._close_futures, []
         for future in futures:
             self._settle(future, True, None)
+
+    def _end_listeners(self) -> None:
+        """Close step: wait for the listening thread (it closes its connection), hand
+        over what it read, and end every listener after what it has queued."""
+        hub = self._hub
+        if hub is None:
+            return
+        hub.stop()
+        hub.join()
+        if isinstance(hub.sink, _listen.BatchedSink):
+            hub.sink.drain()
+        hub.router.end_all()
 
     def _remove_tempfile(self) -> None:
         if self._tempfile:

@@ -10,6 +10,7 @@ import threading
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence, TypeVar
 
 from .core import SQL, BaseDatabase, Params
+from .listen import SyncListener
 from .stream import SyncStream
 from .transaction import Transaction
 
@@ -93,6 +94,11 @@ class Database(BaseDatabase[Waiter]):
         def copy_in(self, table: str, rows: Any, columns: Optional[Sequence[str]] = None,
                     tx: Optional[Transaction] = None, *,
                     timeout: Optional[float] = None) -> int: ...
+
+        def listen(self, *channels: str, max_queued: int = 10000) -> SyncListener: ...
+
+        def notify(self, channel: str, payload: str = "",
+                   tx: Optional[Transaction] = None) -> None: ...
 
     # -- the front-end interface: no loop thread, so no _scheduler ---------------
 

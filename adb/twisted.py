@@ -16,7 +16,7 @@ from twisted.enterprise import adbapi
 from twisted.internet import defer
 from twisted.python import failure, log
 
-from . import errors, stream
+from . import errors, listen, stream
 from .core import SQL, BaseDatabase, Params, PoolOptions
 from .drivers.base import Connection, Cursor, Driver
 from .pool import Pool
@@ -40,6 +40,35 @@ class Stream(stream.Stream):
 
     def fetch(self) -> defer.Deferred[list[Any]]:  # type: ignore[override]
         return defer.Deferred.fromCoroutine(super().fetch())
+
+    def close(self) -> defer.Deferred[None]:
+        return defer.Deferred.fromCoroutine(self.aclose())
+
+
+class Listener(listen.Listener):
+    """A listener for Twisted code: ``async for item in listener`` in a coroutine run
+    by ``Deferred.fromCoroutine``/``ensureDeferred``; for callback and
+    ``inlineCallbacks`` code, ``ready()`` returns a Deferred fired with the listener
+    once its channels are LISTENed, ``get()`` a Deferred of the next item (None once
+    closed and empty), and ``close()`` a Deferred fired once it is closed.
+    ``aclose()`` stays a coroutine (``async with``)."""
+
+    def ready(self) -> defer.Deferred[Listener]:  # type: ignore[override]
+        return defer.Deferred.fromCoroutine(self._ready_listener())
+
+    async def _ready_listener(self) -> Listener:
+        await self._wait_ready()
+        return self
+
+    def get(self) -> defer.Deferred[Optional[listen.Item]]:
+        """A Deferred of the next item; None once the listener is closed and empty."""
+        return defer.Deferred.fromCoroutine(self._next_or_none())
+
+    async def _next_or_none(self) -> Optional[listen.Item]:
+        try:
+            return await self.__anext__()
+        except StopAsyncIteration:
+            return None
 
     def close(self) -> defer.Deferred[None]:
         return defer.Deferred.fromCoroutine(self.aclose())
@@ -103,6 +132,11 @@ class Database(BaseDatabase["defer.Deferred[Any]"]):
                     tx: Optional[Transaction] = None, *,
                     timeout: Optional[float] = None) -> defer.Deferred[int]: ...
 
+        def listen(self, *channels: str, max_queued: int = 10000) -> Listener: ...
+
+        def notify(self, channel: str, payload: str = "",
+                   tx: Optional[Transaction] = None) -> defer.Deferred[None]: ...
+
     # -- the front-end interface ------------------------------------------------------
 
     _new_future = defer.Deferred
@@ -129,6 +163,7 @@ class Database(BaseDatabase["defer.Deferred[Any]"]):
         return defer.Deferred.fromCoroutine(coroutine)
 
     _stream_class = Stream
+    _listener_class = Listener
 
     # -- what differs in the public API: a Deferred for the close ----------------------
 

@@ -9,8 +9,7 @@ import adb.twisted
 
 PUBLIC = {"runQuery", "runOperation", "runMany", "runInteraction", "beginTransaction",
           "commitTransaction", "rollbackTransaction", "transaction", "runTransaction",
-          "close", "stats",
-          "paramstyle", "dbapi", "closed", "name"}
+          "close", "stats", "listen", "notify", "paramstyle", "dbapi", "closed", "name"}
 FRONTS = [adb.asyncio.Database, adb.tornado.Database, adb.sync.Database, adb.twisted.Database]
 
 

@@ -366,3 +366,64 @@ def test_bulk_prepare_keeps_a_full_source_table_and_refills_a_wrong_one(tmp_path
         assert db.runQuery("select count(*), sum(k) from bulk_rows") == [(20, 190)]
         bulk.prepare(url, 25)
         assert db.runQuery("select count(*), sum(k) from bulk_rows") == [(25, 300)]
+
+
+def test_notify_latency_tiny_run_of_every_system(tmp_path):
+    """``python -m benchmarks.notify``: every listener gets every notification, in order,
+    paced and in a burst, and the JSON holds each system's percentiles."""
+    from benchmarks import notify
+    require_server("postgresql")
+    for interval, systems in (("0.0005", list(notify.SYSTEMS)), ("0", ["adb-psycopg2", "asyncpg"])):
+        out = tmp_path / f"notify-{interval}.json"
+        code = notify.main(["--dburl", URLS["postgresql"], "--count", "200", "--rounds", "1",
+                            "--interval", interval, "--systems", ",".join(systems),
+                            "--json", str(out)])
+        document = json.loads(out.read_text())
+        assert code == 0, document["summary"]
+        assert document["unavailable"] == {}  # the project installs every peer
+        assert list(document["summary"]) == systems
+        for name, entry in document["summary"].items():
+            assert entry["errors"] == [], (name, entry["errors"])
+            assert entry["received"]["median"] == notify.WARMUP + 200
+            assert 0 < entry["min_us"]["median"] <= entry["p50_us"]["median"] \
+                <= entry["p99_us"]["median"] <= entry["max_us"]["median"], name
+        assert document["ratios"]["asyncpg"]["p50_us"] == 1.0
+
+
+def test_notify_latency_verification_catches_a_wrong_sequence():
+    """A lost, duplicated, reordered or foreign notification, a gap reported by the
+    listener, or a missing end is an error, never a figure."""
+    from benchmarks import notify
+    stamps = [notify.Stamp(i, 0) for i in range(5)]
+    notify.check_sequence(stamps, 5)
+    for wrong, message in (
+            (stamps[:2] + stamps[3:], r"5 notifications sent, 4 received: 1 lost \(first: \[2\]\)"),
+            (stamps + stamps[4:], r"1 duplicated \(first: \[4\]\)"),
+            (stamps[:1] + stamps[2:3] + stamps[1:2] + stamps[3:], "1 out of order"),
+            (stamps + [notify.Stamp(7, 0)], r"1 never sent \(first: \[7\]\)")):
+        with pytest.raises(WrongResult, match=message):
+            notify.check_sequence(wrong, 5)
+
+    def collector(*seqs, end=True):
+        c = notify.Collector()
+        for seq in seqs:
+            c.add(notify.payload(seq))
+        if end:
+            c.add(notify.END)
+        return c
+    figures = notify.figures_of(collector(0, 1, 2, 3), 4, 1)
+    assert figures["received"] == 4 and figures["min_us"] <= figures["p99_us"]
+    with pytest.raises(WrongResult, match="1 lost"):
+        notify.figures_of(collector(0, 1, 3), 4, 1)
+    with pytest.raises(WrongResult, match="not the end"):
+        timed_out = collector(0, 1, 2, 3, end=False)
+        timed_out.timed_out = True
+        notify.figures_of(timed_out, 4, 1)
+    gapped = collector(0, 1, 2, 3)
+    gapped.gaps.append("reconnected (0 missed)")
+    with pytest.raises(WrongResult, match="reported 1 gap"):
+        notify.figures_of(gapped, 4, 1)
+    bad = collector(0, 1)
+    bad.add("hello")
+    with pytest.raises(WrongResult, match="a payload that was not sent"):
+        notify.figures_of(bad, 2, 0)

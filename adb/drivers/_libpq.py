@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import os
 import socket
-from typing import Any
+from typing import Any, Optional, Sequence
 
 from .base import column_list, readable
 
@@ -83,3 +83,31 @@ def copy_from_sql(table: str, columns: Any) -> str:
 #: lock_not_available (lock_timeout, NOWAIT); PostgreSQL aborts the transaction
 #: on each, so running it again from the start is the remedy
 TRANSIENT_SQLSTATES = frozenset({"40001", "40P01", "55P03"})
+
+
+# -- LISTEN/NOTIFY (adb.listen) ------------------------------------------------------
+
+def quote_ident(name: str) -> str:
+    """``name`` as a quoted SQL identifier: exactly that name, whatever it holds."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def listen_channels(driver: Any, conn: Any, channels: Sequence[str], listen: bool) -> None:
+    """One round trip of ``LISTEN "a"; LISTEN "b"`` (or UNLISTEN): a simple query,
+    no parameters, each name quoted."""
+    verb = "LISTEN" if listen else "UNLISTEN"
+    cursor = conn.cursor()
+    try:
+        cursor.execute("; ".join(f"{verb} {quote_ident(c)}" for c in channels))
+    finally:
+        cursor.close()
+
+
+def listen_fileno(driver: Any, conn: Any) -> int:
+    fd: int = conn.fileno()
+    return fd
+
+
+def backend_pid(driver: Any, conn: Any) -> Optional[int]:
+    pid: Optional[int] = conn.info.backend_pid
+    return pid

@@ -239,6 +239,35 @@ class Driver:
         return TextRows(self.open_stream(conn, sql, params), self.render_value)
 
 
+    # -- LISTEN/NOTIFY (adb.listen): the listening connection, in its own thread ------
+
+    #: True when the driver can LISTEN and read notifications as they arrive
+    can_listen = False
+
+    def listen_connect(self) -> Connection:
+        """Open the listening connection (outside the pool), set up to read
+        notifications; ``connect()`` by default (``on_connect`` runs on it too)."""
+        return self.connect()
+
+    def listen_fileno(self, conn: Connection) -> int:
+        """The socket to wait on for notifications."""
+        raise NotImplementedError(f"{self.name} cannot LISTEN")
+
+    def backend_pid(self, conn: Connection) -> Optional[int]:
+        """The server process serving ``conn``, for ``stats()``; None if unknown."""
+        return None
+
+    def listen_channels(self, conn: Connection, channels: Sequence[str], listen: bool) -> None:
+        """LISTEN (``listen``) or UNLISTEN ``channels`` on ``conn`` (names, unquoted)."""
+        raise NotImplementedError(f"{self.name} cannot LISTEN")
+
+    def read_notifies(self, conn: Connection) -> list[tuple[int, str, str]]:
+        """Every notification that has arrived on ``conn``, in order, as ``(pid,
+        channel, payload)``, without blocking; raises the driver's error when the
+        connection is lost."""
+        raise NotImplementedError(f"{self.name} cannot LISTEN")
+
+
     # -- autobatch (adb.sqltext, adb.worker): how a unit of standalone operations runs --
 
     #: a message longer than this (characters) runs as a transaction instead

@@ -15,6 +15,7 @@ waits without holding the GIL.
 
 from __future__ import annotations
 
+import weakref
 from typing import Any, Iterable, Optional, Sequence
 
 from ..copytext import text_chunks
@@ -33,6 +34,12 @@ CANCEL_TIMEOUT = 5.0
 class PsycopgDriver(Driver):
     info = DriverInfo("psycopg", Family.POSTGRESQL, ("psycopg", "psycopg3"), extra="psycopg")
     autocommit = True
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: the listening connection -> the notifications its handler received
+        self._received: weakref.WeakKeyDictionary[Connection, list[Any]] = \
+            weakref.WeakKeyDictionary()
 
     def check(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         from psycopg.conninfo import make_conninfo
@@ -103,6 +110,40 @@ class PsycopgDriver(Driver):
                 copy.write(piece)
         count: int = cursor.rowcount
         return count
+
+    can_listen = True
+    listen_channels = _libpq.listen_channels
+    listen_fileno = _libpq.listen_fileno
+    backend_pid = _libpq.backend_pid
+
+    def listen_connect(self) -> Connection:
+        """A connection whose notifications go to a list of its own (``received``):
+        psycopg hands each to its notify handlers, whether it arrived while a
+        statement ran (the LISTEN itself) or was read by ``read_notifies``."""
+        conn = self.connect()
+        received: list[Any] = []
+        conn.add_notify_handler(received.append)
+        self._received[conn] = received
+        return conn
+
+    def read_notifies(self, conn: Connection) -> list[tuple[int, str, str]]:
+        """libpq's non-blocking read (``consume_input``, raising if the connection is
+        gone), then each parsed notification through psycopg's own handler, which
+        decodes it in the connection's encoding and appends it to ``received``."""
+        pgconn = conn.pgconn
+        pgconn.consume_input()
+        handler = pgconn.notify_handler
+        while True:
+            raw = pgconn.notifies()
+            if raw is None:
+                break
+            handler(raw)
+        received = self._received[conn]
+        if not received:
+            return []
+        taken = [(n.pid, n.channel, n.payload) for n in received]
+        del received[:]
+        return taken
 
     def failed_transaction(self, conn: Connection) -> bool:
         return bool(conn.info.transaction_status == self.dbapi.pq.TransactionStatus.INERROR)

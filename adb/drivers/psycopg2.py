@@ -106,6 +106,22 @@ class Psycopg2Driver(Driver):
         count: int = cursor.rowcount
         return count
 
+    can_listen = True
+    listen_channels = _libpq.listen_channels
+    listen_fileno = _libpq.listen_fileno
+    backend_pid = _libpq.backend_pid
+
+    def read_notifies(self, conn: Connection) -> list[tuple[int, str, str]]:
+        """``poll()`` reads what the socket holds (raising if the connection is gone)
+        and appends each notification to ``conn.notifies``, which is emptied here."""
+        conn.poll()
+        notifies = conn.notifies
+        if not notifies:
+            return []
+        taken = [(n.pid, n.channel, n.payload) for n in notifies]
+        del notifies[:]
+        return taken
+
     def failed_transaction(self, conn: Connection) -> bool:
         from psycopg2.extensions import TRANSACTION_STATUS_INERROR
         return bool(conn.info.transaction_status == TRANSACTION_STATUS_INERROR)

@@ -2,7 +2,7 @@
 methods return, as its users' type checkers see it."""
 
 import asyncio
-from typing import Any
+from typing import Any, Optional, Union
 
 from twisted.internet.defer import Deferred
 from typing_extensions import assert_type
@@ -47,6 +47,12 @@ async def on_asyncio(db: adb.Database, tdb: adb.tornado.Database) -> None:
     assert_type(await db.runTransaction(move, 5, retries=2), str)
     async with tx.savepoint() as savepoint:
         assert_type(savepoint, adb.Savepoint)
+    listener = await db.listen("orders", max_queued=100).ready()
+    assert_type(listener, adb.Listener)
+    async for item in listener:
+        assert_type(item, Union[adb.Notification, adb.NotificationGap])
+    assert_type(await db.notify("orders", "1"), None)
+    await listener.aclose()
     await db.close()
 
 
@@ -58,6 +64,12 @@ def on_sync(db: adb.sync.Database) -> None:
     assert_type(db.stream("select 1").fetch(), list[Any])
     assert_type(db.copy_in("t", [(1,)]), int)
     assert_type(db.runTransaction(move_blocking, 5), str)
+    with db.listen("orders") as listener:
+        assert_type(listener.get(1.0), Optional[Union[adb.Notification, adb.NotificationGap]])
+        for item in listener:
+            if isinstance(item, adb.Notification):
+                assert_type(item.channel, str)
+    assert_type(db.notify("orders", "1"), None)
     assert_type(db.close(), None)
 
 
@@ -66,6 +78,10 @@ def on_twisted(db: adb.twisted.Database, pool: adb.twisted.ConnectionPool) -> No
     assert_type(db.runInteraction(count), "Deferred[int]")
     assert_type(db.stream("select 1").fetch(), "Deferred[list[Any]]")
     assert_type(db.copy_in("t", [(1,)]), "Deferred[int]")
+    listener = db.listen("orders")
+    assert_type(listener.ready(), "Deferred[adb.twisted.Listener]")
+    assert_type(listener.get(), "Deferred[Optional[Union[adb.Notification, adb.NotificationGap]]]")
+    assert_type(db.notify("orders", "1"), "Deferred[None]")
     assert_type(db.close(), "Deferred[None]")
     assert_type(pool.runQuery("select 1"), "Deferred[list[Any]]")
     assert_type(pool.runOperation("delete from t"), "Deferred[None]")

@@ -1,0 +1,840 @@
+"""PostgreSQL LISTEN/NOTIFY: one listening connection per Database, shared by
+every listener.
+
+A notification arrives with no call waiting for it, so it cannot travel the
+way results do. The ``Hub`` owns one connection outside the pool and one
+thread that waits on that connection's socket and on a wake-up pipe (other
+threads ring it to say the wanted channels changed, or to stop). The thread
+LISTENs and UNLISTENs so that the server listens on exactly the channels some
+open listener wants (reference-counted by the ``Router``), reads every
+notification that has arrived, and hands the burst to the front-end in one go:
+one ``call_soon_threadsafe`` per burst on a loop (``BatchedSink``), or
+straight into each listener's queue on the blocking front-end. The listeners
+are routed to on the front-end's side (the loop thread), so a listener's
+queue is only ever touched there.
+
+The promises, and how they are kept:
+
+- **A lost connection is never silent.** The thread reconnects with
+  ``health.Backoff``, LISTENs every wanted channel again, and only then puts a
+  ``NotificationGap(GAP_RECONNECT, None)`` in every listener's queue, before
+  anything read from the new connection. Notifications sent while it was down
+  are lost (PostgreSQL keeps none for a session that is gone); the gap says so,
+  at the moment from which nothing more is missed, so a consumer that reloads
+  its state on a gap misses nothing. One connection at a time: nothing is
+  delivered twice.
+- **A slow listener cannot grow without bound.** Its queue holds at most
+  ``max_queued`` items. When it is full, new notifications are dropped (the
+  newest ones: what is queued stays, in order) and counted; as soon as the
+  consumer takes an item, a ``NotificationGap(GAP_OVERFLOW, missed)`` takes the
+  freed place, ``missed`` being exactly how many were dropped (None if a
+  reconnect happened meanwhile too, since then nobody knows).
+- **close() ends every listener.** The Database's close stops the thread, which
+  closes the connection; each listener's iteration then ends after the items
+  already queued.
+
+``Listener`` is the asynchronous form (asyncio, Tornado; Twisted subclasses it
+with Deferreds), ``SyncListener`` the blocking one; ``ListenerCore`` is what
+they share.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import logging
+import os
+import select
+import threading
+import weakref
+from collections import deque
+from typing import Any, Callable, NamedTuple, Optional, Protocol, Union
+
+from .drivers.base import Connection, Driver
+from .errors import InterfaceError, PoolClosed, ServerUnavailable
+from .health import Backoff
+from .target import Family
+
+log = logging.getLogger("adb")
+
+#: the longest channel name PostgreSQL keeps (NAMEDATALEN - 1 bytes)
+MAX_CHANNEL_BYTES = 63
+DEFAULT_MAX_QUEUED = 10000
+#: ``NotificationGap.reason`` when the listening connection was lost and reopened
+GAP_RECONNECT = "reconnect"
+#: ``NotificationGap.reason`` when the listener's queue was full
+GAP_OVERFLOW = "overflow"
+#: how long close() waits for the listening thread (it may be inside a connect)
+JOIN_TIMEOUT = 5.0
+
+
+class Notification(NamedTuple):
+    """One NOTIFY: its channel, its payload ('' when none) and the sender's backend pid."""
+
+    channel: str
+    payload: str
+    pid: int
+
+
+class NotificationGap(NamedTuple):
+    """Notifications may be missing here. ``reason``: ``"reconnect"`` (the listening
+    connection was lost and reopened) or ``"overflow"`` (the listener's queue was
+    full); ``missed``: how many were dropped, or None when nobody can know."""
+
+    reason: str
+    missed: Optional[int]
+
+
+Item = Union[Notification, NotificationGap]
+
+
+class HubState(enum.Enum):
+    IDLE = "idle"              # no connection, none needed yet
+    LISTENING = "listening"    # connected: LISTENing on the wanted channels
+    BACKING_OFF = "backing off"  # a connect failed; the next try waits for the backoff
+    STOPPED = "stopped"        # close(): the thread ends, the connection is closed
+
+
+class ListenerState(enum.Enum):
+    STARTING = "starting"  # its channels are not all LISTENed yet
+    READY = "ready"        # a NOTIFY sent from now on reaches it
+    CLOSED = "closed"      # closed or its Database closed; queued items can still be read
+
+
+# -- checks, in the caller's thread, before anything runs --------------------------------
+
+_SERVER_NAMES = {Family.MYSQL: "MariaDB/MySQL", Family.SQLITE: "SQLite"}
+
+
+def check_supported(driver: Driver) -> None:
+    """InterfaceError unless the Database's server and driver can LISTEN."""
+    if driver.can_listen:
+        return
+    family = driver.target.family
+    server = _SERVER_NAMES.get(family)
+    if server is not None:
+        raise InterfaceError(f"{server} has no LISTEN/NOTIFY: listen() and notify() "
+                             "need PostgreSQL (psycopg2 or psycopg)")
+    raise InterfaceError(f"the driver {driver.name!r} cannot LISTEN: listen() and notify() "
+                         "need PostgreSQL through psycopg2 or psycopg")
+
+
+def check_channel(channel: object) -> str:
+    """A channel name: a non-empty str of at most 63 bytes (UTF-8), without NUL."""
+    if not isinstance(channel, str):
+        raise TypeError(f"a channel name must be a str, not {type(channel).__name__}")
+    if not channel:
+        raise InterfaceError("a channel name must not be empty")
+    if "\x00" in channel:
+        raise InterfaceError(f"a channel name cannot contain NUL: {channel!r}")
+    if len(channel.encode()) > MAX_CHANNEL_BYTES:
+        raise InterfaceError(f"the channel name {channel[:20]!r}... is longer than "
+                             f"PostgreSQL's {MAX_CHANNEL_BYTES} bytes")
+    return channel
+
+
+def check_channels(channels: tuple[object, ...]) -> tuple[str, ...]:
+    """The channels of a ``listen()``, checked, without repeats, in their order."""
+    if not channels:
+        raise InterfaceError("listen() needs at least one channel name")
+    return tuple(dict.fromkeys(check_channel(c) for c in channels))
+
+
+def check_max_queued(max_queued: object) -> int:
+    if isinstance(max_queued, bool) or not isinstance(max_queued, int) or max_queued < 1:
+        raise InterfaceError(f"max_queued must be a positive integer, not {max_queued!r}")
+    return max_queued
+
+
+def check_payload(payload: object) -> str:
+    if not isinstance(payload, str):
+        raise TypeError(f"a notification payload must be a str, not {type(payload).__name__}")
+    return payload
+
+
+def notify_op(cursor: Any, driver: Driver, channel: str, payload: str) -> None:
+    """What ``notify()`` runs in a worker: ``pg_notify`` with both values as parameters."""
+    cursor.execute("select pg_notify(%s, %s)", (channel, payload))
+
+
+def listening_channels(conn: Connection) -> list[str]:
+    """What the server says ``conn`` LISTENs on (the test's look at the server)."""
+    cursor = conn.cursor()
+    try:
+        cursor.execute("select pg_listening_channels() order by 1")
+        return [row[0] for row in cursor.fetchall()]
+    finally:
+        cursor.close()
+
+
+def idle_stats() -> dict[str, Any]:
+    """``stats()["listen"]`` of a Database that never listened."""
+    return {"state": HubState.IDLE.value, "listeners": 0, "channels": [], "backend_pid": None,
+            "reconnects": 0, "delivered": 0, "dropped": 0}
+
+
+# -- the listeners' registry, and delivery on the front-end's side ------------------------
+
+class Ask(NamedTuple):
+    """Something for the listening thread to do once the wanted channels are
+    LISTENed: run ``fn(conn)`` (None: nothing) and hand ``reply(ok, value)`` back.
+    A ``standing`` ask (a listener waiting to be ready) survives a failed connect,
+    whose error it is told, and is answered again once connected."""
+
+    fn: Optional[Callable[[Connection], Any]]
+    reply: Callable[[bool, Any], None]
+    standing: bool
+
+
+class Router:
+    """Which open listener wants which channel, and what the listening thread is
+    asked to do. Written by listeners (any thread) under ``lock``; read by the
+    listening thread (what to LISTEN) and by ``deliver`` (where items go)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.by_channel: dict[str, weakref.WeakSet[ListenerCore]] = {}
+        self.open: weakref.WeakSet[ListenerCore] = weakref.WeakSet()
+        self.asks: list[Ask] = []
+        self.version = 0  # moves on every change the listening thread must act on
+        self.delivered = 0
+        self.dropped = 0
+
+    def add(self, listener: ListenerCore) -> None:
+        with self.lock:
+            self.open.add(listener)
+            for channel in listener.channels:
+                self.by_channel.setdefault(channel, weakref.WeakSet()).add(listener)
+            self.version += 1
+
+    def remove(self, listener: ListenerCore) -> None:
+        with self.lock:
+            self.open.discard(listener)
+            for channel in listener.channels:
+                members = self.by_channel.get(channel)
+                if members is not None:
+                    members.discard(listener)
+            self.version += 1
+
+    def ask(self, ask: Ask) -> None:
+        with self.lock:
+            self.asks.append(ask)
+            self.version += 1
+
+    def wanted(self) -> tuple[int, frozenset[str], list[Ask]]:
+        """(version, the channels some open listener wants, the asks taken)."""
+        with self.lock:
+            channels = frozenset(c for c, members in self.by_channel.items() if members)
+            for channel in [c for c, members in self.by_channel.items() if not members]:
+                del self.by_channel[channel]
+            asks, self.asks = self.asks, []
+            return self.version, channels, asks
+
+    def deliver(self, items: list[Any]) -> None:
+        """Route a burst (front-end side): each notification to every listener of its
+        channel, each gap to every open listener, each reply to its asker. Waiters
+        are woken after the lock is released, so no user code runs under it."""
+        wake: list[ListenerCore] = []
+        replies: list[Callable[[], None]] = []
+        with self.lock:
+            by_channel = self.by_channel
+            for item in items:
+                if type(item) is Notification:
+                    members = by_channel.get(item.channel)
+                    if members:
+                        for listener in members:
+                            if listener.offer(item):
+                                wake.append(listener)
+                elif type(item) is NotificationGap:
+                    for listener in self.open:
+                        if listener.offer(item):
+                            wake.append(listener)
+                else:
+                    replies.append(item)
+        for listener in dict.fromkeys(wake):
+            listener.wake()
+        for reply in replies:
+            reply()
+
+    def end_all(self) -> None:
+        """The Database closed: every listener ends after what it has queued."""
+        with self.lock:
+            listeners = list(self.open)
+            self.open = weakref.WeakSet()
+            self.by_channel = {}
+        for listener in listeners:
+            listener.end()
+
+
+class BatchedSink:
+    """Hands bursts from the listening thread to the loop thread: only the first
+    burst after a drain calls ``call_soon_threadsafe``, so a storm of notifications
+    wakes the loop once per drain, not once each."""
+
+    def __init__(self, call_soon_threadsafe: Callable[[Callable[[], None]], object],
+                 router: Router) -> None:
+        self._call_soon = call_soon_threadsafe
+        self._router = router
+        self._lock = threading.Lock()
+        self._items: list[Any] = []
+        self._scheduled = False
+
+    def __call__(self, items: list[Any]) -> None:
+        with self._lock:
+            self._items.extend(items)
+            if self._scheduled:
+                return
+            self._scheduled = True
+        try:
+            self._call_soon(self.drain)
+        except RuntimeError:  # the loop is closed (or not bound): nobody can read them
+            with self._lock:
+                self._scheduled = False
+
+    def drain(self) -> None:
+        """Deliver what has arrived (loop thread; also the close, to flush)."""
+        with self._lock:
+            items, self._items = self._items, []
+            self._scheduled = False
+        if items:
+            self._router.deliver(items)
+
+
+# -- the listening thread --------------------------------------------------------------
+
+class Hub:
+    """One Database's listening connection and the thread that owns it.
+
+    Everything about the connection happens in that thread: connect (with
+    backoff), LISTEN/UNLISTEN to match the ``Router``, read notifications, notice
+    the loss, reconnect. Other threads only change the router and ``wake()`` it.
+    The hub holds no reference to its Database, so an unclosed Database can
+    still be collected (its ``__del__`` stops the hub).
+    """
+
+    def __init__(self, name: str, driver: Driver, router: Router,
+                 sink: Callable[[list[Any]], None]) -> None:
+        self.name = name
+        self.driver = driver
+        self.router = router
+        self.sink = sink
+        self.state = HubState.IDLE
+        self.backoff = Backoff()
+        self.reconnects = 0
+        self.backend_pid: Optional[int] = None
+        self.listened: frozenset[str] = frozenset()  # what the server LISTENs for us
+        self._conn: Optional[Connection] = None
+        self._seen_version = -1
+        self._lost: Optional[str] = None  # why the last connection was lost, until re-LISTENed
+        self._standing: list[Ask] = []
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self._pipe_lock = threading.Lock()  # no write to a descriptor number closed (and reused)
+        self._pipe_open = True
+        self._stopping = threading.Event()  # close() asked; only the thread sets STOPPED
+        self._thread = threading.Thread(target=self._run, name=f"{name}-listen", daemon=True)
+        self._thread.start()
+
+    # -- from any thread ------------------------------------------------------------
+
+    def wake(self) -> None:
+        """Make the thread look at the router again (or notice it must stop)."""
+        with self._pipe_lock:
+            if not self._pipe_open:
+                return
+            try:
+                os.write(self._wake_w, b"!")
+            except BlockingIOError:  # full: a wake-up is pending already
+                pass
+
+    def stop(self) -> None:
+        """Begin the end: the thread closes the connection and exits."""
+        self._stopping.set()
+        self.wake()
+
+    @property
+    def serving(self) -> bool:
+        """True while connected and not stopping: an ask will be answered soon."""
+        return self.state is HubState.LISTENING and not self._stopping.is_set()
+
+    def join(self) -> None:
+        """Wait (a bounded time: it may be inside a connect) for the thread to end."""
+        if self._thread is not threading.current_thread():
+            self._thread.join(JOIN_TIMEOUT)
+
+    def stats(self) -> dict[str, Any]:
+        router = self.router
+        return {"state": self.state.value, "listeners": len(router.open),
+                "channels": sorted(self.listened), "backend_pid": self.backend_pid,
+                "reconnects": self.reconnects, "delivered": router.delivered,
+                "dropped": router.dropped}
+
+    # -- the thread -----------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            while not self._stopping.is_set():
+                self._step()
+        except BaseException:
+            log.exception("%s: the listening thread failed", self.name)
+        finally:
+            self._last_read()
+            self._disconnect()
+            self.state = HubState.STOPPED
+            self._close_pipe()
+            self._refuse_asks()
+
+    def _refuse_asks(self) -> None:
+        """The thread is gone: whoever still waits for an answer gets PoolClosed."""
+        _, _, asks = self.router.wanted()
+        asks, self._standing = self._standing + asks, []
+        refusal = PoolClosed.refused(self.name)
+        if asks:
+            self.sink([functools.partial(ask.reply, False, refusal) for ask in asks])
+
+    def _close_pipe(self) -> None:
+        """The thread's last act: nobody can wake it any more (``wake`` checks)."""
+        with self._pipe_lock:
+            self._pipe_open = False
+            os.close(self._wake_r)
+            os.close(self._wake_w)
+
+    def _last_read(self) -> None:
+        """Stopping: hand over what has already arrived (best effort), so a
+        notification received before the close is not lost with the connection."""
+        if self._conn is None:
+            return
+        try:
+            items = self._read()
+        except Exception:
+            return
+        if items:
+            self.sink(items)
+
+    def _step(self) -> None:
+        """One turn: connect if needed, match the LISTENs, read, then sleep until the
+        socket or the wake-up pipe has something."""
+        if self._conn is None:
+            if not self._needed():
+                self._lost = None  # no listener left to tell of a loss
+                self._sleep(None)
+                return
+            if not self._connect():
+                return
+        try:
+            items = self._reconcile()
+            items += self._read()
+            fd = self.driver.listen_fileno(self._conn)
+        except Exception as exc:
+            self._lose(exc)
+            return
+        if items:
+            self.sink(items)
+        self._sleep(fd)
+
+    def _needed(self) -> bool:
+        """A connection is needed once some listener wants a channel or asks something."""
+        with self.router.lock:
+            return bool(self.router.asks or self._standing
+                        or any(self.router.by_channel.values()))
+
+    def _sleep(self, fd: Optional[int], timeout: Optional[float] = None) -> None:
+        """Wait until ``fd`` (the connection) is readable, the thread is woken, or
+        ``timeout`` seconds pass; empty the wake-up pipe."""
+        poller = select.poll()
+        poller.register(self._wake_r, select.POLLIN)
+        if fd is not None:
+            poller.register(fd, select.POLLIN | select.POLLPRI)
+        ready = poller.poll(None if timeout is None else timeout * 1000)
+        if any(ready_fd == self._wake_r for ready_fd, _ in ready):
+            try:
+                while os.read(self._wake_r, 512):
+                    pass
+            except (BlockingIOError, OSError):
+                pass
+
+    def _connect(self) -> bool:
+        """Open the listening connection; False (after waiting out the backoff, or a
+        failed attempt whose error the waiting listeners are told) if not."""
+        wait = self.backoff.wait_left()
+        if wait:
+            self._sleep(None, wait)
+            return False
+        try:
+            conn = self.driver.listen_connect()
+        except Exception as exc:
+            self._connect_failed(exc)
+            return False
+        if self.backoff.succeeded():
+            log.warning("%s: the listening connection to %s is open again",
+                        self.name, self.driver.target)
+        self._conn = conn
+        self.backend_pid = self.driver.backend_pid(conn)
+        self.state = HubState.LISTENING
+        self._seen_version = -1  # LISTEN everything again
+        return True
+
+    def _connect_failed(self, exc: Exception) -> None:
+        error = f"{type(exc).__name__}: {str(exc).strip()[:300]}"
+        delay = self.backoff.failed(error)
+        self.state = HubState.BACKING_OFF
+        if self.backoff.failures in (1, 5) or self.backoff.failures % 20 == 0:
+            log.warning("%s: cannot open the listening connection to %s (%s); %d failure(s), "
+                        "next attempt in %.1f s", self.name, self.driver.target, error,
+                        self.backoff.failures, delay)
+        failure = ServerUnavailable(
+            f"{self.name!r} cannot open its listening connection to {self.driver.target}: "
+            f"{error}; retrying")
+        _, _, asks = self.router.wanted()
+        self._standing += [ask for ask in asks if ask.standing]
+        replies = [functools.partial(ask.reply, False, failure) for ask in self._standing + asks]
+        self._seen_version = -1
+        if replies:
+            self.sink(replies)
+
+    def _reconcile(self) -> list[Any]:
+        """LISTEN the channels newly wanted, UNLISTEN those no longer wanted; then the
+        reconnect gap (if the connection was new after a loss) and the replies to
+        the asks. Raises if the connection fails (the asks are kept for the next one)."""
+        router = self.router
+        if router.version == self._seen_version:
+            return []
+        version, wanted, asks = router.wanted()
+        asks = self._standing + asks
+        self._standing = []
+        try:
+            conn = self._conn
+            add = wanted - self.listened
+            drop = self.listened - wanted
+            if add:
+                self.driver.listen_channels(conn, sorted(add), True)
+            if drop:
+                self.driver.listen_channels(conn, sorted(drop), False)
+            self.listened = wanted
+            replies = [self._answer(ask, conn) for ask in asks]
+        except Exception:
+            self._standing = asks  # (a failed ask's own error ended in _answer)
+            raise
+        self._seen_version = version
+        items: list[Any] = []
+        if self._lost is not None:
+            self.reconnects += 1
+            log.warning("%s: listening again on %d channel(s) after losing the connection "
+                        "(%s)", self.name, len(wanted), self._lost)
+            self._lost = None
+            items.append(NotificationGap(GAP_RECONNECT, None))
+        return items + replies
+
+    def _answer(self, ask: Ask, conn: Connection) -> Callable[[], None]:
+        if ask.fn is None:
+            return functools.partial(ask.reply, True, None)
+        try:
+            value = ask.fn(conn)
+        except self.driver.dbapi.Error as exc:
+            if self.driver.is_disconnect(exc, conn):
+                raise
+            return functools.partial(ask.reply, False, exc)
+        return functools.partial(ask.reply, True, value)
+
+    def _read(self) -> list[Any]:
+        """Every notification that has arrived, in order (never blocks)."""
+        return [Notification(channel, payload, pid)
+                for pid, channel, payload in self.driver.read_notifies(self._conn)]
+
+    def _lose(self, exc: Exception) -> None:
+        """The connection failed: drop it; the next turn reconnects and LISTENs again."""
+        reason = f"{type(exc).__name__}: {str(exc).strip()[:200]}"
+        if self._lost is None:
+            self._lost = reason
+        log.warning("%s: the listening connection was lost (%s); reconnecting",
+                    self.name, reason)
+        self._disconnect()
+        self.backoff.failed(reason)
+        self.state = HubState.BACKING_OFF
+
+    def _disconnect(self) -> None:
+        conn, self._conn = self._conn, None
+        self.listened = frozenset()
+        self.backend_pid = None
+        if conn is not None:
+            self.driver.close(conn)
+
+
+# -- the listeners --------------------------------------------------------------------
+
+class Listening(Protocol):
+    """What a listener uses of its Database (``adb.core.BaseDatabase``)."""
+
+    name: str
+
+    def _new_future(self) -> Any: ...
+    def _settle(self, future: Any, ok: bool, value: Any) -> None: ...
+
+
+class ListenerCore:
+    """A listener's channels, queue and state, whatever its front-end. ``offer``
+    runs where the router delivers (the loop thread, or the listening thread on
+    the blocking front-end); a subclass says how its consumer waits (``wake``)."""
+
+    def __init__(self, db: Listening, hub: Hub, channels: tuple[str, ...],
+                 max_queued: int) -> None:
+        self._db = db
+        self._hub = hub
+        self.channels = channels
+        self.max_queued = max_queued
+        self.state = ListenerState.STARTING
+        self._items: deque[Item] = deque()
+        self._lock = threading.Lock()  # the queue: offered on one thread, taken on another (sync)
+        self._gap: Optional[NotificationGap] = None  # owed once there is room again
+        self._error: Optional[BaseException] = None  # why the last LISTEN attempt failed
+        hub.router.add(self)
+        weakref.finalize(self, _dropped, hub).atexit = False
+        hub.router.ask(Ask(None, self._reply_ready, True))
+        hub.wake()
+
+    def __repr__(self) -> str:
+        return (f"<adb listener of {self._db.name!r} on {', '.join(self.channels)} "
+                f"{self.state.value}, {len(self._items)} queued>")
+
+    @property
+    def closed(self) -> bool:
+        """True once closed (by ``close``/``aclose`` or the Database's close)."""
+        return self.state is ListenerState.CLOSED
+
+    # -- where the router delivers ----------------------------------------------------
+
+    def offer(self, item: Item) -> bool:
+        """Queue ``item``, or drop it into the owed gap when full (the policy in the
+        module docstring). True when the consumer should be woken."""
+        router = self._hub.router
+        with self._lock:
+            if self.state is ListenerState.CLOSED:
+                return False
+            if self._gap is None and len(self._items) < self.max_queued:
+                self._items.append(item)
+                if type(item) is Notification:
+                    router.delivered += 1
+                return True
+            gap = self._gap or NotificationGap(GAP_OVERFLOW, 0)
+            if type(item) is Notification:
+                router.dropped += 1
+                self._gap = gap._replace(missed=None if gap.missed is None else gap.missed + 1)
+            else:  # a reconnect meanwhile: nobody knows how many
+                self._gap = NotificationGap(GAP_RECONNECT, None)
+            return False
+
+    def _reply_ready(self, ok: bool, value: Any) -> None:
+        """The listening thread's answer to this listener's LISTEN."""
+        if ok:
+            if self.state is ListenerState.STARTING:
+                self.state = ListenerState.READY
+            self._error = None
+        else:
+            self._error = value
+        self.ready_changed()
+
+    def end(self) -> None:
+        """The Database closed (or ``aclose``): no more items; what is queued stays."""
+        with self._lock:
+            self.state = ListenerState.CLOSED
+        self.wake()
+        self.ready_changed()
+
+    def _unregister(self) -> bool:
+        """Leave the router (its channels are UNLISTENed if nobody else wants them);
+        False if already closed."""
+        if self.state is ListenerState.CLOSED:
+            return False
+        self._hub.router.remove(self)
+        self.end()
+        return True
+
+    # -- the consumer side ------------------------------------------------------------
+
+    def _take(self) -> Optional[Item]:
+        """The next item, or None; taking one pays an owed gap into the freed room."""
+        with self._lock:
+            if not self._items:
+                return None
+            item = self._items.popleft()
+            if self._gap is not None:
+                self._items.append(self._gap)
+                self._gap = None
+            return item
+
+    def wake(self) -> None:
+        raise NotImplementedError
+
+    def ready_changed(self) -> None:
+        raise NotImplementedError
+
+
+def _dropped(hub: Hub) -> None:
+    """A listener was dropped unclosed: the listening thread looks again (the
+    router held it weakly, so its channels no longer count)."""
+    with hub.router.lock:
+        hub.router.version += 1
+    hub.wake()
+
+
+class Listener(ListenerCore):
+    """``async for item in db.listen("a", "b")`` (asyncio, Tornado).
+
+    Items are ``Notification(channel, payload, pid)`` or ``NotificationGap(reason,
+    missed)``. ``await ready()`` returns once every channel is LISTENed (a NOTIFY
+    sent after that is delivered); iterating waits for it too. ``await aclose()``
+    (or leaving ``async with``) ends it: iteration stops after what is queued, and
+    its channels are UNLISTENed unless another listener wants them. The Database's
+    close ends it the same way.
+
+    Queue policy: at most ``max_queued`` items wait; when full, newly arriving
+    notifications are dropped and counted, and a ``NotificationGap("overflow",
+    missed)`` takes the first place that frees up.
+    """
+
+    def __init__(self, db: Listening, hub: Hub, channels: tuple[str, ...],
+                 max_queued: int) -> None:
+        self._waiter: Any = None
+        self._ready_waiters: list[Any] = []
+        super().__init__(db, hub, channels, max_queued)
+
+    def wake(self) -> None:
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None:
+            self._db._settle(waiter, True, None)
+
+    def ready_changed(self) -> None:
+        if self.state is ListenerState.STARTING and self._error is None:
+            return
+        waiters, self._ready_waiters = self._ready_waiters, []
+        for waiter in waiters:
+            if self.state is ListenerState.STARTING:
+                self._db._settle(waiter, False, self._error)
+            else:
+                self._db._settle(waiter, True, None)
+
+    async def _wait_ready(self) -> None:
+        if self.state is ListenerState.STARTING:
+            waiter = self._db._new_future()
+            self._ready_waiters.append(waiter)
+            await waiter
+
+    async def ready(self) -> Listener:
+        """Return this listener once its channels are all LISTENed. Raises
+        ServerUnavailable if the listening connection cannot be opened (it keeps
+        trying: await ``ready()`` again, or ``aclose()``)."""
+        await self._wait_ready()
+        return self
+
+    def __aiter__(self) -> Listener:
+        return self
+
+    async def __anext__(self) -> Item:
+        while True:
+            item = self._take()
+            if item is not None:
+                return item
+            if self.state is ListenerState.CLOSED:
+                raise StopAsyncIteration
+            self._waiter = waiter = self._db._new_future()
+            try:
+                await waiter
+            finally:
+                if self._waiter is waiter:
+                    self._waiter = None
+
+    async def aclose(self) -> None:
+        """End this listener; returns once its channels that nobody else wants are
+        UNLISTENed (at once if the Database is closed or the server unreachable)."""
+        if not self._unregister() or not self._hub.serving:
+            return
+        done = self._db._new_future()
+        settle = self._db._settle
+        self._hub.router.ask(Ask(None, lambda ok, value: settle(done, True, None), False))
+        self._hub.wake()
+        await done
+
+    async def __aenter__(self) -> Listener:
+        await self._wait_ready()
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self.aclose()
+
+
+class SyncListener(ListenerCore):
+    """``for item in db.listen("a")`` on adb.sync: ``db.listen`` returns once every
+    channel is LISTENed. ``get(timeout)`` waits for the next item (None when
+    ``timeout`` passes first, or once closed and empty); iteration blocks until an
+    item comes and stops once closed and empty. ``close()`` (or leaving ``with``)
+    ends it; the Database's close ends it too. The queue policy is ``Listener``'s.
+    """
+
+    def __init__(self, db: Listening, hub: Hub, channels: tuple[str, ...],
+                 max_queued: int) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        super().__init__(db, hub, channels, max_queued)
+
+    def wake(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
+    ready_changed = wake
+
+    def ready(self, timeout: Optional[float] = None) -> SyncListener:
+        """Wait until its channels are all LISTENed; return the listener. Raises
+        ServerUnavailable when the listening connection cannot be opened, TimeoutError
+        when ``timeout`` passes first."""
+        with self._cond:
+            self._error = None
+            ok = self._cond.wait_for(
+                lambda: self.state is not ListenerState.STARTING or self._error is not None,
+                timeout)
+        if self._error is not None and self.state is ListenerState.STARTING:
+            raise self._error
+        if not ok:
+            raise TimeoutError(f"{self!r}: not LISTENing within {timeout} s")
+        return self
+
+    def get(self, timeout: Optional[float] = None) -> Optional[Item]:
+        """The next item; None if ``timeout`` seconds pass first or the listener is
+        closed with nothing queued (``closed`` tells which)."""
+        item = self._take()
+        if item is not None or self.state is ListenerState.CLOSED:
+            return item
+        with self._cond:
+            self._cond.wait_for(lambda: bool(self._items) or self.closed, timeout)
+        return self._take()
+
+    def __iter__(self) -> SyncListener:
+        return self
+
+    def __next__(self) -> Item:
+        while True:
+            item = self.get()
+            if item is not None:
+                return item
+            if self.closed:
+                raise StopIteration
+
+    def close(self) -> None:
+        """End this listener; returns once its channels that nobody else wants are
+        UNLISTENed (at once if the Database is closed or the server unreachable)."""
+        if not self._unregister() or not self._hub.serving:
+            return
+        done = threading.Event()
+        self._hub.router.ask(Ask(None, lambda ok, value: done.set(), False))
+        self._hub.wake()
+        done.wait(JOIN_TIMEOUT)
+
+    def __enter__(self) -> SyncListener:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+
+__all__ = ["Notification", "NotificationGap", "Listener", "SyncListener", "ListenerCore",
+           "ListenerState", "Hub", "HubState", "Router", "BatchedSink", "GAP_OVERFLOW",
+           "GAP_RECONNECT"]
