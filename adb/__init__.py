@@ -10,7 +10,8 @@ from .asyncio import Database
 from .errors import (ConnectionLost, Error, ForkError, InterfaceError, PoolClosed,
                      PoolTimeout, QueueFull, ServerUnavailable, StatementTimeout,
                      StreamTimeout, TransactionError)
-from .listen import Listener, Notification, NotificationGap, SyncListener
+from .listen import Notification, NotificationGap
+from .listener import Listener, SyncListener
 from .rows import dict_row, namedtuple_row, tuple_row
 from .savepoint import Savepoint, SavepointState, savepoint
 from .transaction import Transaction, TxState

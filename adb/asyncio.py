@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Optional, 
 
 from .core import SQL, BaseDatabase, Params
 from .errors import InterfaceError
-from .listen import Listener
+from .listener import Listener
 from .stream import Stream
 from .transaction import Transaction
 

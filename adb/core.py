@@ -29,7 +29,8 @@ from .dispatch import Dispatch
 from .drivers.base import Connection, Driver
 from .errors import ConnectionLost, ForkError, InterfaceError, PoolClosed, PoolTimeout
 from .handback import BatchedHandback, DirectHandback, Handback
-from .listen import Hub, Listener, ListenerCore, Router, SyncListener
+from .listen import Hub, Router
+from .listener import Listener, ListenerCore, SyncListener
 from .pool import Pool
 from .steps import run_async, run_blocking
 from .stream import Stream, StreamCore, SyncStream

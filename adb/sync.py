@@ -10,7 +10,7 @@ import threading
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence, TypeVar
 
 from .core import SQL, BaseDatabase, Params
-from .listen import SyncListener
+from .listener import SyncListener
 from .stream import SyncStream
 from .transaction import Transaction
 

@@ -16,9 +16,10 @@ from twisted.enterprise import adbapi
 from twisted.internet import defer
 from twisted.python import failure, log
 
-from . import errors, listen, stream
+from . import errors, listener, stream
 from .core import SQL, BaseDatabase, Params, PoolOptions
 from .drivers.base import Connection, Cursor, Driver
+from .listen import Item
 from .pool import Pool
 from .transaction import Transaction
 from .target import Target
@@ -45,7 +46,7 @@ class Stream(stream.Stream):
         return defer.Deferred.fromCoroutine(self.aclose())
 
 
-class Listener(listen.Listener):
+class Listener(listener.Listener):
     """A listener for Twisted code: ``async for item in listener`` in a coroutine run
     by ``Deferred.fromCoroutine``/``ensureDeferred``; for callback and
     ``inlineCallbacks`` code, ``ready()`` returns a Deferred fired with the listener
@@ -60,11 +61,11 @@ class Listener(listen.Listener):
         await self._wait_ready()
         return self
 
-    def get(self) -> defer.Deferred[Optional[listen.Item]]:
+    def get(self) -> defer.Deferred[Optional[Item]]:
         """A Deferred of the next item; None once the listener is closed and empty."""
         return defer.Deferred.fromCoroutine(self._next_or_none())
 
-    async def _next_or_none(self) -> Optional[listen.Item]:
+    async def _next_or_none(self) -> Optional[Item]:
         try:
             return await self.__anext__()
         except StopAsyncIteration:

@@ -20,6 +20,7 @@ from twisted.internet.defer import Deferred
 
 import adb
 import adb.listen
+import adb.listener
 import adb.sync
 import adb.tornado
 import adb.twisted
@@ -297,7 +298,7 @@ async def test_listeners_before_ready_wait_for_it(ldb):
     ch = channel()
     listener = ldb.listen(ch)
     if ldb.front == "sync":  # adb.sync's listen returns once LISTENed
-        assert listener.state is adb.listen.ListenerState.READY
+        assert listener.state is adb.listener.ListenerState.READY
         assert await ev(ldb._listening_channels()) == [ch]
         return
     pending = asyncio.ensure_future(take(listener))
