@@ -117,7 +117,13 @@ def name_attempts(exc: BaseException, attempts: int, what: str, retries: int) ->
         setattr(exc, "adb_attempts", attempts)
     except AttributeError:  # an exception class with __slots__
         pass
-    add_note = getattr(exc, "add_note", None)
-    if add_note is not None:
-        add_note(f"adb: {what} ran {attempts} times and failed each time on a transient "
-                 f"error; retries={retries} ran out and this is the last error")
+    add_note(exc, f"adb: {what} ran {attempts} times and failed each time on a transient "
+                  f"error; retries={retries} ran out and this is the last error")
+
+
+def add_note(exc: BaseException, text: str) -> None:
+    """Add ``text`` to ``exc``'s traceback (``BaseException.add_note``, Python
+    3.11+; on 3.10 nothing: the message and attributes carry what matters)."""
+    note = getattr(exc, "add_note", None)
+    if note is not None:
+        note(text)

@@ -28,11 +28,11 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable, Optional, Protocol
 
-from . import health
 from .drivers.base import Driver
-from .errors import ConnectionLost, Error, InterfaceError, ServerUnavailable, name_attempts
+from .errors import ConnectionLost, Error, InterfaceError, add_note, name_attempts
 from .steps import Steps
 from .transaction import Transaction
+from .worker import retry_wait
 
 #: how many times runTransaction runs ``fn`` again when neither the call nor the
 #: Database (``retries=``) says
@@ -80,7 +80,7 @@ def transaction(db: Retrier, fn: Callable[..., Any], args: tuple[Any, ...],
         if not again(db._driver, error, committing, attempt, retries):
             raise error
         db._count_retry()
-        yield db._delay(_wait(db, attempt, error))
+        yield db._delay(retry_wait(attempt, error, db._connect_wait))
         attempt += 1
 
 
@@ -91,7 +91,7 @@ def again(driver: Driver, error: BaseException, committing: bool, attempt: int,
     transient failure outlasted the retries or a commit's outcome is unknown)."""
     if isinstance(error, ConnectionLost):
         if committing and error.may_have_run:
-            _note(error, "adb: runTransaction did not run it again: the connection broke "
+            add_note(error, "adb: runTransaction did not run it again: the connection broke "
                          "during its commit, so it may have committed (may_have_run=True)")
             return False
     elif isinstance(error, Error) or not driver.is_transient(error):
@@ -115,21 +115,6 @@ def _outcome(db: Retrier, result: Any) -> Steps:
         raise TypeError("runTransaction needs a coroutine function here (async def fn(tx, "
                         f"...)), but fn returned {type(result).__name__}")
     return result
-
-
-def _wait(db: Retrier, attempt: int, error: BaseException) -> float:
-    """Seconds before the next run: the retry backoff, or the connect backoff when
-    no connection could be opened."""
-    wait = health.retry_delay(attempt)
-    if isinstance(error, ServerUnavailable):
-        wait = max(wait, db._connect_wait())
-    return wait
-
-
-def _note(error: BaseException, text: str) -> None:
-    add_note = getattr(error, "add_note", None)
-    if add_note is not None:
-        add_note(text)
 
 
 def check_retries(retries: object) -> int:

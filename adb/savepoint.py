@@ -27,7 +27,7 @@ from typing import Any, Optional, Protocol
 
 from . import ops
 from .drivers.base import Cursor
-from .errors import TransactionError
+from .errors import TransactionError, add_note
 
 
 class SavepointState(enum.Enum):
@@ -102,14 +102,20 @@ class Savepoints:
         for ended in self.open[at:]:
             ended.state = state
         del self.open[at:]
-        release = f"RELEASE SAVEPOINT {savepoint.name}"
-        return (release,) if keep else (f"ROLLBACK TO SAVEPOINT {savepoint.name}", release)
+        return end_statements(savepoint.name, keep)
 
     def failed(self, savepoint: Savepoint) -> None:
         """Its SAVEPOINT statement failed: it does not exist on the server."""
         savepoint.state = SavepointState.FAILED
         if savepoint in self.open:
             self.open.remove(savepoint)
+
+
+def end_statements(name: str, keep: bool) -> tuple[str, ...]:
+    """What ends savepoint ``name``: released if ``keep``, else rolled back to and
+    released (the rollback alone would leave it open)."""
+    release = f"RELEASE SAVEPOINT {name}"
+    return (release,) if keep else (f"ROLLBACK TO SAVEPOINT {name}", release)
 
 
 class SavepointContext:
@@ -169,10 +175,8 @@ class SavepointContext:
 
 
 def _undo_failed(exc: BaseException, undo_error: BaseException) -> None:
-    add_note = getattr(exc, "add_note", None)
-    if add_note is not None:
-        add_note(f"adb: rolling back to the savepoint failed too ({type(undo_error).__name__}:"
-                 f" {str(undo_error).strip()[:200]}); the transaction cannot go on")
+    add_note(exc, f"adb: rolling back to the savepoint failed too ({type(undo_error).__name__}:"
+                  f" {str(undo_error).strip()[:200]}); the transaction cannot go on")
 
 
 _cursor_numbers = itertools.count(1)
@@ -194,12 +198,13 @@ def savepoint(cursor: Cursor) -> Iterator[str]:
         yield name
     except BaseException as exc:
         try:
-            cursor.execute(f"ROLLBACK TO SAVEPOINT {name}")
-            cursor.execute(f"RELEASE SAVEPOINT {name}")
+            for statement in end_statements(name, keep=False):
+                cursor.execute(statement)
         except Exception as undo_error:
             _undo_failed(exc, undo_error)
         raise
-    cursor.execute(f"RELEASE SAVEPOINT {name}")
+    for statement in end_statements(name, keep=True):
+        cursor.execute(statement)
 
 
 __all__ = ["Savepoint", "SavepointContext", "SavepointState", "Savepoints", "savepoint"]

@@ -390,7 +390,7 @@ class Worker:
         fn, args, attempts = job[FN], job[ARGS:], 1
         while attempts <= self._config.retries and self.may_retry(error, running):
             self._retries += 1
-            time.sleep(self.retry_wait(attempts, error))
+            time.sleep(retry_wait(attempts, error, self.crew.connect_wait))
             attempts += 1
             try:
                 return fn(self, *args), True
@@ -409,13 +409,6 @@ class Worker:
         if isinstance(error, ConnectionLost):
             return not error.may_have_run
         return not isinstance(error, Error) and self._driver.is_transient(error)
-
-    def retry_wait(self, attempts: int, error: BaseException) -> float:
-        """Seconds to wait before attempt ``attempts + 1``."""
-        wait = health.retry_delay(attempts)
-        if isinstance(error, ServerUnavailable):
-            wait = max(wait, self.crew.connect_wait())
-        return wait
 
     # -- group commit: a unit of standalone operations ----------------------------------
 
@@ -699,25 +692,22 @@ class Worker:
         the server rolled the whole transaction back marks it, so nothing more runs
         in it and it cannot commit (on MySQL later statements would run outside it)."""
         try:
-            return self.in_transaction_call(op, args)
+            self.check_transaction()
+            if self._stream is not None and self._driver.stream_exclusive:
+                raise InterfaceError(
+                    f"a stream is open in this transaction and {self._driver.name} can run "
+                    "nothing else on its connection until it ends: close the stream first")
+            if op is not ops.interaction:
+                return self.on_spare_cursor(self._conn, op, args)
+            cursor = self._conn.cursor()
+            try:
+                return op(cursor, self._driver, *args)
+            finally:
+                cursor.close()
         except BaseException as exc:
             if self._conn is not None and self._driver.rolled_back(exc, self._conn):
                 self._tx_aborted = f"{type(exc).__name__}: {str(exc).strip()[:200]}"
             raise
-
-    def in_transaction_call(self, op: ops.Op, args: tuple[Any, ...]) -> Any:
-        self.check_transaction()
-        if self._stream is not None and self._driver.stream_exclusive:
-            raise InterfaceError(
-                f"a stream is open in this transaction and {self._driver.name} can run "
-                "nothing else on its connection until it ends: close the stream first")
-        if op is not ops.interaction:
-            return self.on_spare_cursor(self._conn, op, args)
-        cursor = self._conn.cursor()
-        try:
-            return op(cursor, self._driver, *args)
-        finally:
-            cursor.close()
 
     def begin(self, tx: Tx, read_only: bool = False) -> Tx:
         """Pin this worker to ``tx`` and open the transaction (``read_only``: one
@@ -865,6 +855,16 @@ class Worker:
             self.disconnect("rollback failed")
 
 
+def retry_wait(attempts: int, error: BaseException, connect_wait: Callable[[], float]) -> float:
+    """Seconds to wait before running again what failed transiently ``attempts``
+    times (a call, or runTransaction's function): the retry backoff, or the pool's
+    connect backoff (``connect_wait()``) when no connection could be opened."""
+    wait = health.retry_delay(attempts)
+    if isinstance(error, ServerUnavailable):
+        wait = max(wait, connect_wait())
+    return wait
+
+
 #: the job functions of standalone calls, which ``Database(retries=N)`` runs again
 _RETRIED = (Worker.standalone, Worker.batchable, Worker.atomic)
 
@@ -880,4 +880,5 @@ def abandon_job(reason: str) -> Job:
 
 
 __all__ = ["Batch", "Counters", "Crew", "OpenStream", "PoolConfig", "StreamGate", "Tx", "Unit",
+           "retry_wait",
            "Worker", "abandon_job", "JOB_SQL", "JOB_PARAMS"]

@@ -16,6 +16,7 @@ from twisted.internet.defer import Deferred
 
 import adb.sync
 import adb.twisted
+from adb.steps import run_async
 
 from .conftest import ev
 
@@ -37,16 +38,7 @@ def as_fn(db, body):
         return blocking
 
     async def coroutine(tx, *args, **kwargs):
-        steps, value, error = body(tx, *args, **kwargs), None, None
-        while True:
-            try:
-                step = steps.send(value) if error is None else steps.throw(error)
-            except StopIteration as stop:
-                return stop.value
-            try:
-                value, error = await step, None
-            except Exception as exc:
-                value, error = None, exc
+        return await run_async(body(tx, *args, **kwargs))
 
     if front == "twisted":
         return lambda tx, *args, **kwargs: Deferred.fromCoroutine(coroutine(tx, *args, **kwargs))
