@@ -154,6 +154,12 @@ class BaseDatabase(Generic[F]):
         busy SQLite file, no connection to be had); also ``runTransaction``'s
         default. Default: 0 for calls, ``adb.retry.DEFAULT_RETRIES`` for
         ``runTransaction``.
+    :param pooler: ``"transaction"`` or ``"session"`` when the URL is a pooler's
+        such as pgbouncer (also ``?pooler=`` in the URL); None (default): the
+        server itself. The driver then works the way that pooler mode allows: the
+        cancel request of ``statement_timeout`` goes through the pooler, psycopg 3
+        never prepares statements (transaction mode), and ``listen()`` refuses
+        (transaction mode) instead of missing notifications. ``docs/poolers.md``.
 
     The front-end interface. A front-end subclass provides these primitives and
     nothing else; everything else is built here from them:
@@ -200,6 +206,7 @@ class BaseDatabase(Generic[F]):
                  on_full: str = "wait", max_lifetime: Optional[float] = None,
                  max_idle: Optional[float] = None, check_idle: Optional[float] = None,
                  autobatch: Optional[int] = None, retries: Optional[int] = None,
+                 pooler: Optional[str] = None,
                  _pool_options: Optional[PoolOptions] = None, **connect_kwargs: Any) -> None:
         target = make_target(url, driver, connect_kwargs)
         if on_connect is not None and not callable(on_connect):
@@ -212,7 +219,7 @@ class BaseDatabase(Generic[F]):
             target = target_for("sqlite3", {"database": self._tempfile})
         options: PoolOptions = _pool_options or {}
         try:
-            self._driver = driver_obj = drivers.load(target, on_connect)
+            self._driver = driver_obj = drivers.load(target, on_connect, pooler)
             size = _check_pool_size(pool_size, driver_obj, options.get("fit_size", False))
             autobatch = _check_count(autobatch, "autobatch") or 1
             if autobatch > 1:
@@ -517,7 +524,7 @@ class BaseDatabase(Generic[F]):
         """The Database's listening hub, started by the first listener."""
         if self._refusal is not None:
             raise self._refusal
-        _listen.check_supported(self._driver)
+        _listen.check_listen(self._driver)
         with self._close_lock:
             if self._hub is None:
                 router = Router()

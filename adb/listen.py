@@ -111,6 +111,15 @@ def check_supported(driver: Driver) -> None:
                          "need PostgreSQL through psycopg2 or psycopg")
 
 
+def check_listen(driver: Driver) -> None:
+    """InterfaceError unless this Database can LISTEN: its driver can, and nothing
+    in between (a transaction pooler) keeps it from holding one server session."""
+    check_supported(driver)
+    refusal = driver.listen_refusal()
+    if refusal is not None:
+        raise InterfaceError(refusal)
+
+
 def check_channel(channel: object) -> str:
     """A channel name: a non-empty str of at most 63 bytes (UTF-8), without NUL."""
     if not isinstance(channel, str):

@@ -16,7 +16,7 @@ from typing import Callable, Optional
 
 from ..errors import InterfaceError
 from ..target import Family, Target
-from .base import Connection, Driver, DriverInfo
+from .base import Connection, Driver, DriverInfo, Pooler, check_pooler
 from .generic import GenericDriver
 
 _NOT_DRIVERS = frozenset({"base", "generic"})  # and private helpers (_name)
@@ -111,9 +111,12 @@ def url_scheme(name: str) -> str:
     return f"{found.family.scheme}+{found.dialects[0]}"
 
 
-def load(target: Target, on_connect: Optional[Callable[[Connection], object]] = None) -> Driver:
+def load(target: Target, on_connect: Optional[Callable[[Connection], object]] = None,
+         pooler: object = None) -> Driver:
     """Return a Driver instance for ``target`` (an ``adb.target.Target``); ``on_connect``
-    is called with every new connection, in its worker thread."""
+    is called with every new connection, in its worker thread; ``pooler`` is
+    ``Database(pooler=...)``, checked here (``Pooler``)."""
+    checked = check_pooler(pooler)
     cls = registry().get(target.driver, GenericDriver)
     try:
         dbapi = importlib.import_module(target.driver)
@@ -124,7 +127,7 @@ def load(target: Target, on_connect: Optional[Callable[[Connection], object]] = 
             f"driver module {target.driver!r} cannot be imported: {exc}{hint}") from None
     if not hasattr(dbapi, "connect"):
         raise InterfaceError(f"{target.driver!r} is not a DB-API 2 module: it has no connect()")
-    return cls(dbapi, target, on_connect)
+    return cls(dbapi, target, on_connect, checked)
 
 
 def _default(fam: Family) -> str:
@@ -151,5 +154,5 @@ def _schemes() -> str:
     return ", ".join(forms)
 
 
-__all__ = ["Driver", "DriverInfo", "Family", "canonical", "family", "for_scheme", "info",
+__all__ = ["Driver", "DriverInfo", "Family", "Pooler", "canonical", "family", "for_scheme", "info",
            "load", "registry", "url_scheme"]

@@ -8,7 +8,12 @@ import os
 import socket
 from typing import Any, Optional, Sequence
 
-from .base import column_list, readable
+from .base import Pooler, column_list, readable
+
+#: both libpq drivers work through PostgreSQL poolers such as pgbouncer, in either
+#: mode: PostgreSQL's cancel request names the client connection's own key, which
+#: the pooler maps to the server connection running the statement
+POOLERS = frozenset(Pooler)
 
 #: a server that never answers cannot hang a connect; a peer that vanished
 #: without a word is noticed within about a minute

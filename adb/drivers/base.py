@@ -8,6 +8,7 @@ connection that worker owns.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import inspect
 import select
 import socket
@@ -21,6 +22,30 @@ from ..target import Family, Target
 #: a DB-API connection or cursor: adb only calls what PEP 249 promises on them
 Connection = Any
 Cursor = Any
+
+
+class Pooler(enum.Enum):
+    """What stands between adb and the server (``Database(pooler=...)``): a
+    connection pooler such as pgbouncer, in one of its pool modes. Where a pooler
+    is, a client connection is not one server session, so what lives in the session
+    (cancel keys, prepared statements, LISTEN, ``SET``) needs a driver that knows.
+    ``docs/poolers.md`` says what works in each mode and why."""
+
+    #: one server connection per client connection, for the client's whole life
+    SESSION = "session"
+    #: a server connection per transaction, or per statement outside one
+    TRANSACTION = "transaction"
+
+
+def check_pooler(value: object) -> Optional[Pooler]:
+    """``pooler=`` (or a URL's ``?pooler=``) as a Pooler; InterfaceError naming it otherwise."""
+    if value is None or isinstance(value, Pooler):
+        return value
+    try:
+        return Pooler(value)
+    except (ValueError, TypeError):
+        choices = ", ".join(repr(p.value) for p in Pooler)
+        raise InterfaceError(f"pooler must be {choices} or None, not {value!r}") from None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,14 +80,21 @@ class Driver:
     max_pool_size: Optional[int] = None
     #: why ``max_pool_size`` is the limit, for the error a larger pool_size gets
     max_pool_size_reason = ""
+    #: the poolers the driver knows how to work through (``Database(pooler=...)``)
+    poolers: frozenset[Pooler] = frozenset()
 
     def __init__(self, dbapi: Any, target: Target,
-                 on_connect: Optional[Callable[[Connection], object]] = None) -> None:
+                 on_connect: Optional[Callable[[Connection], object]] = None,
+                 pooler: Optional[Pooler] = None) -> None:
         self.dbapi = dbapi
         self.name = target.driver
         self.target = target
         self.connect_args = tuple(target.args)
-        self.connect_kwargs = self.check(dict(target.kwargs))
+        kwargs = dict(target.kwargs)
+        #: the pooler the connections go through, if any: from ``Database(pooler=)``
+        #: or the URL's ``?pooler=`` (never a connect() keyword)
+        self.pooler = self.check_pooler(pooler, kwargs.pop("pooler", None))
+        self.connect_kwargs = self.check(kwargs)
         self.target = dataclasses.replace(target, kwargs=self.connect_kwargs, args=self.connect_args)
         self.on_connect = on_connect
         self.batch_path = PathCache(self.path_of)
@@ -71,6 +103,19 @@ class Driver:
     def paramstyle(self) -> str:
         style: str = self.dbapi.paramstyle
         return style
+
+    def check_pooler(self, given: Optional[Pooler], in_url: object) -> Optional[Pooler]:
+        """The pooler, from the keyword or the URL (the same, if both say); an
+        InterfaceError for a value that is not one, or a driver that knows none."""
+        pooler = given if in_url is None else check_pooler(in_url)
+        if given is not None and pooler is not given:
+            raise InterfaceError(f"pooler={given.value!r} but the URL says "
+                                 f"pooler={pooler.value if pooler else None!r}: say it once")
+        if pooler is not None and pooler not in self.poolers:
+            raise InterfaceError(
+                f"{self.name} cannot go through a pooler (pooler={pooler.value!r}): adb knows "
+                "PostgreSQL poolers such as pgbouncer, with psycopg2 or psycopg")
+        return pooler
 
     def check(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         """Validate and normalise connect keywords at construction; return them."""
@@ -243,6 +288,18 @@ class Driver:
 
     #: True when the driver can LISTEN and read notifications as they arrive
     can_listen = False
+
+    def listen_refusal(self) -> Optional[str]:
+        """Why this Database cannot LISTEN although its driver can, or None: a
+        transaction pooler hands each transaction a different server connection,
+        and a LISTEN lives in one server session."""
+        if self.pooler is not Pooler.TRANSACTION:
+            return None
+        return ("listen() cannot work through a transaction pooler (pooler='transaction'): "
+                "LISTEN belongs to one server session, and the pooler gives each transaction "
+                "whichever server connection is free, so notifications would go to another "
+                "client or nowhere. Listen through a Database connected to the server itself "
+                "(or to a session pooler); notify() works here")
 
     def listen_connect(self) -> Connection:
         """Open the listening connection (outside the pool), set up to read

@@ -11,6 +11,12 @@ ends. ``runMany`` uses psycopg's ``executemany``, which pipelines the statements
 ``cancel_safe()``: the request goes over PostgreSQL's own cancel protocol, so it
 reaches the right backend through pgbouncer too, and the thread that sends it
 waits without holding the GIL.
+
+Through a transaction pooler (``Database(pooler="transaction")``) statements are
+never prepared (``prepare_threshold=None``, unless given): psycopg prepares a
+statement run ``prepare_threshold`` times on its connection, and the next
+transaction may run on a server connection where that name does not exist, or
+already names another client's statement.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from ..errors import InterfaceError
 from ..sqltext import Path, without_terminator
 from ..target import Family
 from . import _libpq
-from .base import Connection, Cursor, Driver, DriverInfo
+from .base import Connection, Cursor, Driver, DriverInfo, Pooler
 
 #: connect() keywords that are psycopg's own, not libpq connection options
 _PSYCOPG_KEYS = frozenset({"prepare_threshold", "cursor_factory", "context"})
@@ -34,6 +40,7 @@ CANCEL_TIMEOUT = 5.0
 class PsycopgDriver(Driver):
     info = DriverInfo("psycopg", Family.POSTGRESQL, ("psycopg", "psycopg3"), extra="psycopg")
     autocommit = True
+    poolers = _libpq.POOLERS
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -56,6 +63,8 @@ class PsycopgDriver(Driver):
             kwargs["dbname"] = kwargs.pop("database")
         if "prepare_threshold" in kwargs:
             kwargs["prepare_threshold"] = _threshold(kwargs["prepare_threshold"])
+        elif self.pooler is Pooler.TRANSACTION:
+            kwargs["prepare_threshold"] = None  # a prepared statement lives in one server session
         dsn = str(self.connect_args[0]) if self.connect_args else ""
         _libpq.with_defaults(kwargs, dsn)
         options = {k: v for k, v in kwargs.items() if k not in _PSYCOPG_KEYS}

@@ -4,11 +4,22 @@ Connections run in autocommit mode; a transaction switches autocommit off until
 it ends. ``runMany`` of an ``INSERT ... VALUES (...)`` goes through
 ``psycopg2.extras.execute_values`` (one multi-row statement per page); any other
 statement falls back to ``executemany``.
+
+A statement past its ``statement_timeout`` is cancelled by ``pg_cancel_backend``
+from a side connection. Through a pooler (``Database(pooler=...)``) that would
+reach nothing: the backend pid psycopg2 knows is the pooler's invention, and the
+side connection lands on any server connection. There the cancel is PostgreSQL's
+own cancel request instead (``CancelKey``), which the pooler passes on to the
+server connection running the statement.
 """
 
 from __future__ import annotations
 
+import ctypes
+import functools
+import importlib
 import io
+import logging
 import re
 import weakref
 from typing import Any, Iterable, Optional, Sequence
@@ -18,7 +29,9 @@ from ..sqltext import Path, without_terminator
 from ..target import Family
 from . import _libpq
 from ..copytext import lines
-from .base import Connection, Cursor, Driver, DriverInfo, chunked
+from .base import Connection, Cursor, Driver, DriverInfo, Pooler, chunked
+
+log = logging.getLogger("adb")
 
 _VALUES = re.compile(r"\bvalues\s*\(", re.IGNORECASE)
 #: what the splitter does not parse (dollar quotes, comments, E'' escapes): left to executemany
@@ -48,12 +61,24 @@ GUARD = (
 #: prepared once per connection: planning it for every unit cost 14% of a burst's rate
 PREPARE_GUARD = f"prepare adb_autobatch_guard(text[]) as {GUARD}"
 RUN_GUARD = "execute adb_autobatch_guard(%s)"
+#: through a transaction pooler nothing prepared survives the transaction: the
+#: guard goes in the message itself, planned each time
+INLINE_GUARD = GUARD.replace("$1", "%s")
+#: room for the message ``PQcancel`` writes when it fails (libpq's own examples use 256)
+CANCEL_ERRBUF = 256
 
 
 class Psycopg2Driver(Driver):
     info = DriverInfo("psycopg2", Family.POSTGRESQL, ("psycopg2",), default=True,
                       extra="postgresql")
     autocommit = True
+    poolers = _libpq.POOLERS
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: each open connection's cancel key, through a pooler (see ``cancel``)
+        self.cancel_keys: weakref.WeakKeyDictionary[Connection, CancelKey] = \
+            weakref.WeakKeyDictionary()
 
     def enable_autobatch(self) -> None:
         self.guarded: weakref.WeakSet[Connection] = weakref.WeakSet()  # guard prepared on these
@@ -61,6 +86,8 @@ class Psycopg2Driver(Driver):
 
     def check(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         from psycopg2.extensions import make_dsn
+        if self.pooler is not None:
+            _cancel_functions()  # InterfaceError now, not a cancel that cannot be sent later
         _libpq.with_defaults(kwargs, str(self.connect_args[0]) if self.connect_args else "")
         try:
             make_dsn(*self.connect_args[:1], **kwargs)
@@ -72,6 +99,8 @@ class Psycopg2Driver(Driver):
     def open(self) -> Connection:
         conn = super().open()
         conn.autocommit = True
+        if self.pooler is not None:
+            self.cancel_keys[conn] = CancelKey(conn)
         return conn
 
     def begin(self, conn: Connection) -> None:
@@ -148,17 +177,29 @@ class Psycopg2Driver(Driver):
         return _libpq.peer_gone(conn.fileno())
 
     def cancel(self, conn: Connection) -> None:
-        """``pg_cancel_backend`` from a side connection. (psycopg2's ``cancel()``
-        holds the GIL while it waits for the server: one unresponsive server would
-        freeze the whole process.)"""
+        """``pg_cancel_backend`` from a side connection; through a pooler,
+        PostgreSQL's cancel request with the connection's ``CancelKey``. (psycopg2's
+        own ``cancel()`` holds the GIL while it waits for the server: one
+        unresponsive server would freeze the whole process.)"""
+        key = self.cancel_keys.get(conn)
+        if key is not None:
+            key.send(self.dbapi.OperationalError)
+            return
+        pid = conn.info.backend_pid
         side = self.dbapi.connect(*self.connect_args, **{**self.connect_kwargs,
                                                           "connect_timeout": 2})
         try:
             side.autocommit = True
             with side.cursor() as cursor:
-                cursor.execute("select pg_cancel_backend(%s)", (conn.info.backend_pid,))
+                cursor.execute("select pg_cancel_backend(%s)", (pid,))
+                reached = cursor.fetchone()[0]
         finally:
             side.close()
+        if not reached:
+            log.warning(
+                "%s: the cancel reached no server process (pid %s is not a backend): if the "
+                "connection goes through a pooler such as pgbouncer, pass Database(pooler=...)",
+                self.target, pid)
 
     def abort(self, conn: Connection) -> None:
         _libpq.shut_down(conn.fileno())
@@ -188,10 +229,9 @@ class Psycopg2Driver(Driver):
         cursor = conn.cursor()
         try:
             message = b";".join(self.render(cursor, statements)
-                                + [cursor.mogrify(RUN_GUARD, (tables,))])
+                                + [self.guard(cursor, conn, tables)])
             if len(message) > self.max_message:
                 return None
-            self.prepare_guard(cursor, conn)
             try:
                 cursor.execute(message)
             except self.dbapi.DataError as exc:
@@ -233,6 +273,14 @@ class Psycopg2Driver(Driver):
             parts.append(cursor.mogrify(";".join(run_sql), run_params))
         return parts
 
+    def guard(self, cursor: Cursor, conn: Connection, tables: list[str]) -> bytes:
+        """The message's last statement: the guard over ``tables``, prepared on the
+        connection once, or whole through a transaction pooler."""
+        if self.pooler is Pooler.TRANSACTION:
+            return bytes(cursor.mogrify(INLINE_GUARD, (tables,)))
+        self.prepare_guard(cursor, conn)
+        return bytes(cursor.mogrify(RUN_GUARD, (tables,)))
+
     def prepare_guard(self, cursor: Cursor, conn: Connection) -> None:
         if conn not in self.guarded:
             try:
@@ -240,6 +288,51 @@ class Psycopg2Driver(Driver):
             except self.dbapi.errors.DuplicatePreparedStatement:
                 pass
             self.guarded.add(conn)
+
+
+class CancelKey:
+    """A connection's cancel key, for PostgreSQL's cancel request.
+
+    Taken from libpq (``PQgetCancel``) in the worker thread as the connection
+    opens, so the watchdog's side thread never touches the connection itself;
+    freed with this object. ``send`` is ``PQcancel``: a new TCP connection to the
+    host and port the connection went to, carrying the key the server (or the
+    pooler, which maps it to the server connection running the statement) gave
+    it. psycopg2's own ``cancel()`` makes the same call holding the GIL; through
+    ctypes the call lets go of it, so a slow pooler stalls only the side thread.
+    """
+
+    def __init__(self, conn: Connection) -> None:
+        lib = _cancel_functions()
+        self.pointer = lib.PQgetCancel(conn.pgconn_ptr)
+        if not self.pointer:
+            raise InterfaceError("libpq gave no cancel key for a new connection")
+        weakref.finalize(self, lib.PQfreeCancel, self.pointer)
+
+    def send(self, error: type[Exception]) -> None:
+        """Send the cancel request and wait for the server to take it; ``error``
+        (the driver's) with libpq's message when it fails."""
+        message = ctypes.create_string_buffer(CANCEL_ERRBUF)
+        if not _cancel_functions().PQcancel(self.pointer, message, CANCEL_ERRBUF):
+            raise error(f"the cancel request failed: {message.value.decode(errors='replace')}")
+
+
+@functools.lru_cache(maxsize=None)
+def _cancel_functions() -> Any:
+    """libpq's ``PQgetCancel``, ``PQcancel`` and ``PQfreeCancel``, from the very libpq
+    psycopg2 is linked with (looked up through psycopg2's own extension module,
+    whose dependencies the dynamic linker searches), typed for ctypes."""
+    try:
+        lib = ctypes.CDLL(importlib.import_module("psycopg2._psycopg").__file__)
+        lib.PQgetCancel.argtypes, lib.PQgetCancel.restype = [ctypes.c_void_p], ctypes.c_void_p
+        lib.PQcancel.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int]
+        lib.PQcancel.restype = ctypes.c_int
+        lib.PQfreeCancel.argtypes, lib.PQfreeCancel.restype = [ctypes.c_void_p], None
+    except (OSError, AttributeError, ImportError) as exc:
+        raise InterfaceError(
+            f"psycopg2's libpq cannot be reached to cancel through a pooler ({exc}); "
+            "use psycopg (postgresql+psycopg://), whose cancel goes through poolers") from None
+    return lib
 
 
 def _target(sql: str) -> str:
