@@ -291,10 +291,12 @@ async def test_autobatch_units_run_whole_through_pgbouncer(driver, table_name):
     """Group commit's units are one message or one transaction: each lands on one
     server connection. psycopg2's guard is not prepared through a transaction
     pooler (prepared, it would be missing on the server connection the next unit
-    gets): no server connection the client lands on has it."""
+    gets): no server connection the client lands on has had it prepared since
+    the test began (an older one is another client's)."""
     db = adb.Database(bouncer_url(driver), pool_size=2, autobatch=32)
     sql = f"insert into {table_name} values (%s, %s)"
     try:
+        [(began,)] = await db.runQuery("select clock_timestamp()")
         await db.runOperation(f"create table {table_name} (userid int primary key, data text)")
         assert await asyncio.gather(*(db.runOperation(sql, (i, "b")) for i in range(400))) \
             == [1] * 400
@@ -302,8 +304,11 @@ async def test_autobatch_units_run_whole_through_pgbouncer(driver, table_name):
         stats = db.stats()
         assert stats["batched"] > 0 and stats["unit_fallbacks"] == 0
         assert await asyncio.gather(*(db.runQuery(
-            "select count(*) from pg_prepared_statements where name = 'adb_autobatch_guard'")
+            "select count(*) from pg_prepared_statements "
+            "where name = 'adb_autobatch_guard' and prepare_time >= %s", (began,))
             for _ in range(4))) == [[(0,)]] * 4
+        if driver == "psycopg2":
+            assert not db._driver.guarded  # no connection of its own had it prepared either
     finally:
         await db.runOperation(f"drop table if exists {table_name}")
         await db.close()
