@@ -1,56 +1,79 @@
-"""Measure what a statement_timeout does through pgbouncer, per PostgreSQL driver.
+"""Measure what adb does through pgbouncer, per pool mode, driver and ``pooler=``.
 
-    .venv/bin/python -m tests.pgbouncer_cancel
+    .venv/bin/python -m tests.pgbouncer_cancel [--runs 5]
 
-Starts a private pgbouncer (``apt-get install pgbouncer``; it must be on PATH) in
-front of the test server, then, for psycopg2 and psycopg 3 and each pool mode,
-runs ``select pg_sleep(3)`` with ``statement_timeout=0.5`` and reports when the
-call ended and whether the sleep was still running on the server afterwards.
-Not a test: it needs a tool CI does not install. Prints one JSON line per run.
+Starts a private pgbouncer (``apt-get install pgbouncer``; it must be on PATH) on
+port 6439 in front of the test server, once in session mode and once in
+transaction mode, and for psycopg2 and psycopg 3, with and without ``pooler=``:
+
+- the cancel: ``select pg_sleep(3)`` with ``statement_timeout=0.5``, ``--runs``
+  times; when the call ended (median, min, max), how it failed, and in how many
+  runs the sleep was still running on the server afterwards (``pg_stat_activity``
+  on the server itself);
+- psycopg 3's prepared statements: two clients run one query in turn, 20 times
+  each, with psycopg's default prepare threshold;
+- LISTEN: a notification sent on the server itself, and what a listener through
+  pgbouncer gets of it within 2 s.
+
+Not a test (the suite's own checks are ``tests/test_pgbouncer.py``, on the
+transaction-mode pgbouncer of ``.ci/start-pgbouncer``): it starts pgbouncers of
+its own and takes about a minute. Prints one JSON line per measurement;
+``docs/poolers.md`` has the figures.
 """
 
+import argparse
 import json
+import logging
 import os
 import pwd
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from urllib.parse import urlsplit
 
 import adb.sync
-from adb.errors import ConnectionLost, StatementTimeout
+from adb.errors import ConnectionLost, InterfaceError, StatementTimeout
 
 from .conftest import URLS
 
 PORT = 6439
+MODES = ("session", "transaction")
+DRIVERS = ("psycopg2", "psycopg")
+SLEEP = 3.0
+TIMEOUT = 0.5
+ROUNDS = 20
 
 
-def start_pgbouncer(workdir, mode):
+def start_pgbouncer(workdir: str, mode: str) -> "subprocess.Popen[bytes]":
+    """A pgbouncer in ``mode`` on PORT, its files in ``workdir``; as postgres when root."""
     server = urlsplit(URLS["postgresql"])
-    ini = os.path.join(workdir, f"{mode}.ini")
+    ini = os.path.join(workdir, "pgbouncer.ini")
     with open(ini, "w") as f:
         f.write(f"""[databases]
 test = host={server.hostname} port={server.port or 5432} dbname={server.path.lstrip('/')}
 [pgbouncer]
 listen_addr = 127.0.0.1
 listen_port = {PORT}
+unix_socket_dir =
 auth_type = trust
 auth_file = {workdir}/users.txt
 pool_mode = {mode}
 ignore_startup_parameters = extra_float_digits,options
-logfile = {workdir}/{mode}.log
-pidfile = {workdir}/{mode}.pid
+logfile = {workdir}/pgbouncer.log
+pidfile = {workdir}/pgbouncer.pid
 """)
     with open(os.path.join(workdir, "users.txt"), "w") as f:
         f.write(f'"{server.username}" ""\n')
     user = ["-u", "postgres"] if os.geteuid() == 0 else []  # pgbouncer will not run as root
     if user:
-        shutil.chown(workdir, pwd.getpwnam("postgres").pw_uid)
-        for name in os.listdir(workdir):
-            shutil.chown(os.path.join(workdir, name), pwd.getpwnam("postgres").pw_uid)
+        uid = pwd.getpwnam("postgres").pw_uid
+        for path in [workdir] + [os.path.join(workdir, n) for n in os.listdir(workdir)]:
+            shutil.chown(path, uid)
     proc = subprocess.Popen(["pgbouncer", "-q", *user, ini])
     for _ in range(50):
         try:
@@ -59,48 +82,109 @@ pidfile = {workdir}/{mode}.pid
         except OSError:
             time.sleep(0.1)
     proc.kill()
-    raise RuntimeError(f"pgbouncer did not start; see {workdir}/{mode}.log")
+    raise RuntimeError(f"pgbouncer did not start; see {workdir}/pgbouncer.log")
 
 
-def still_sleeping(admin):
-    return admin.runQuery("select count(*) from pg_stat_activity "
-                          "where query = 'select pg_sleep(3)' and state = 'active'")[0][0]
-
-
-def measure(driver, mode, admin):
+def url(driver: str, pooler: str = "") -> str:
     user = urlsplit(URLS["postgresql"]).username
     scheme = "postgresql+psycopg" if driver == "psycopg" else "postgresql"
-    extra = "?prepare_threshold=none" if driver == "psycopg" else ""
-    db = adb.sync.Database(f"{scheme}://{user}@127.0.0.1:{PORT}/test{extra}", pool_size=1,
-                           statement_timeout=0.5)
+    return f"{scheme}://{user}@127.0.0.1:{PORT}/test" + (f"?pooler={pooler}" if pooler else "")
+
+
+def still_running(admin: adb.sync.Database, marker: str) -> int:
+    return admin.runQuery("select count(*) from pg_stat_activity where state = 'active' "
+                          "and query like %s and pid <> pg_backend_pid()", (f"%{marker}%",))[0][0]
+
+
+def one_cancel(db: adb.sync.Database, admin: adb.sync.Database) -> tuple[float, str, int]:
+    """One ``pg_sleep`` past its timeout: (seconds to the call's end, outcome, still running)."""
+    marker = f"adb_measure_{uuid.uuid4().hex[:10]}"
+    start = time.monotonic()
+    try:
+        db.runQuery(f"select pg_sleep({SLEEP}) /* {marker} */")
+        outcome = "completed"
+    except (StatementTimeout, ConnectionLost) as exc:
+        outcome = f"{type(exc).__name__}(may_have_run={exc.may_have_run})"
+    ended = time.monotonic() - start
+    running = still_running(admin, marker)
+    if running:
+        time.sleep(SLEEP - ended + 0.2)  # let it end before the next run
+    return ended, outcome, running
+
+
+def cancel(mode: str, driver: str, pooler: str, runs: int, admin: adb.sync.Database) -> dict:
+    db = adb.sync.Database(url(driver, pooler), pool_size=1, statement_timeout=TIMEOUT)
     try:
         db.runQuery("select 1")
-        start = time.monotonic()
+        results = [one_cancel(db, admin) for _ in range(runs)]
         try:
-            db.runQuery("select pg_sleep(3)")
-            outcome = "completed"
-        except (StatementTimeout, ConnectionLost) as exc:
-            outcome = f"{type(exc).__name__}(may_have_run={exc.may_have_run})"
-        ended = time.monotonic() - start
-        running = still_sleeping(admin)
-        serves = db.runQuery("select 1", statement_timeout=5) == [(1,)]
+            serves: object = db.runQuery("select 1", statement_timeout=5) == [(1,)]
+        except Exception as exc:  # what a pooler did to the next call: part of the measure
+            serves = f"{type(exc).__name__}: {str(exc).strip()[:80]}"
     finally:
         db.close()
-    return {"driver": driver, "pool_mode": mode, "call_ended_s": round(ended, 2),
-            "outcome": outcome, "sleep_still_running_after": running, "pool_serves_after": serves}
+    ended = [r[0] for r in results]
+    return {"measure": "cancel", "pool_mode": mode, "driver": driver, "pooler": pooler or None,
+            "runs": runs, "ended_s": {"median": round(statistics.median(ended), 2),
+                                      "min": round(min(ended), 2), "max": round(max(ended), 2)},
+            "outcomes": sorted(set(r[1] for r in results)),
+            "still_running_after": sum(1 for r in results if r[2]), "pool_serves_after": serves}
 
 
-def main():
+def prepared(mode: str, pooler: str) -> dict:
+    """Two psycopg 3 clients, one query in turn, past the prepare threshold."""
+    clients = [adb.sync.Database(url("psycopg", pooler), pool_size=1) for _ in range(2)]
+    outcome = "ok"
+    try:
+        for i in range(ROUNDS):
+            for client in clients:
+                client.runQuery("select %s::int", (i,))
+    except Exception as exc:
+        outcome = f"{type(exc).__name__}: {str(exc).strip()[:80]}"
+    finally:
+        for client in clients:
+            client.close()
+    return {"measure": "prepared statements", "pool_mode": mode, "driver": "psycopg",
+            "pooler": pooler or None, "rounds": ROUNDS, "outcome": outcome}
+
+
+def listen(mode: str, driver: str, pooler: str, admin: adb.sync.Database) -> dict:
+    """A listener through pgbouncer; a notification sent on the server itself."""
+    channel = f"adb_measure_{uuid.uuid4().hex[:10]}"
+    db = adb.sync.Database(url(driver, pooler), pool_size=1)
+    try:
+        with db.listen(channel) as listener:
+            admin.notify(channel, "hello")
+            item = listener.get(2.0)
+        outcome = f"received {item.payload!r}" if item is not None and hasattr(item, "payload") \
+            else f"nothing within 2 s ({item!r})"
+    except InterfaceError as exc:
+        outcome = f"InterfaceError: {str(exc)[:70]}..."
+    finally:
+        db.close()
+    return {"measure": "listen", "pool_mode": mode, "driver": driver, "pooler": pooler or None,
+            "outcome": outcome}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=5, help="cancels per case (default 5)")
+    args = parser.parse_args()
+    logging.getLogger("adb").setLevel(logging.ERROR)  # each cancel's warning: the JSON says it
     if shutil.which("pgbouncer") is None:
         sys.exit("pgbouncer is not on PATH: apt-get install pgbouncer (or your system's package)")
     with adb.sync.Database(URLS["postgresql"], pool_size=1) as admin:
-        for mode in ("session", "transaction"):
+        for mode in MODES:
             with tempfile.TemporaryDirectory() as workdir:
                 proc = start_pgbouncer(workdir, mode)
                 try:
-                    for driver in ("psycopg2", "psycopg"):
-                        print(json.dumps(measure(driver, mode, admin)), flush=True)
-                        time.sleep(3)  # let a sleep that survived end before the next run
+                    for driver in DRIVERS:
+                        for pooler in ("", mode):
+                            print(json.dumps(cancel(mode, driver, pooler, args.runs, admin)),
+                                  flush=True)
+                    for pooler in ("", mode):
+                        print(json.dumps(prepared(mode, pooler)), flush=True)
+                        print(json.dumps(listen(mode, "psycopg2", pooler, admin)), flush=True)
                 finally:
                     proc.terminate()
                     proc.wait()
