@@ -156,8 +156,8 @@ def listen(mode: str, driver: str, pooler: str, admin: adb.sync.Database) -> dic
         with db.listen(channel) as listener:
             admin.notify(channel, "hello")
             item = listener.get(2.0)
-        outcome = f"received {item.payload!r}" if item is not None and hasattr(item, "payload") \
-            else f"nothing within 2 s ({item!r})"
+        payload = getattr(item, "payload", None)  # a Notification's; a gap or None has none
+        outcome = f"received {payload!r}" if payload is not None else f"nothing within 2 s ({item!r})"
     except InterfaceError as exc:
         outcome = f"InterfaceError: {str(exc)[:70]}..."
     finally:
