@@ -13,6 +13,7 @@ or ADB_TEST_PGBOUNCER_URL; skipped with that message elsewhere, failed under CI=
 """
 
 import asyncio
+import io
 import logging
 import os
 import socket
@@ -264,6 +265,14 @@ async def test_a_stream_reads_every_row_in_batches_through_pgbouncer(adb_db, tab
     assert [r[0] for r in rows] == list(range(1, 2501))
     assert rows[41] == (42, "row 42")
     assert adb_db.stats()["streams"] == 0 and adb_db.stats()["pinned"] == 0
+
+
+async def test_copy_out_and_copy_in_through_pgbouncer(adb_db, table_name):
+    """COPY runs inside its transaction: one server connection from start to end."""
+    lines = [line async for line in adb_db.copy_out(f"select userid + 10000, data from {table_name}")]
+    assert len(lines) == 2500 and lines[0] == "10001\trow 1\n"
+    assert await adb_db.copy_in(table_name, io.StringIO("".join(lines))) == 2500
+    assert await adb_db.runQuery(f"select count(*), max(userid) from {table_name}") == [(5000, 12500)]
 
 
 async def test_savepoints_and_run_transaction_through_pgbouncer(adb_db, table_name):
