@@ -13,7 +13,10 @@ transaction mode, and for psycopg2 and psycopg 3, with and without ``pooler=``:
 - psycopg 3's prepared statements: two clients run one query in turn, 20 times
   each, with psycopg's default prepare threshold;
 - LISTEN: a notification sent on the server itself, and what a listener through
-  pgbouncer gets of it within 2 s.
+  pgbouncer gets of it within 2 s;
+- (transaction mode) psycopg2's cancel request to a frozen pgbouncer (SIGSTOP,
+  resumed by a shell 1 s later): how far another Python thread got meanwhile, with
+  adb's ``CancelKey`` (libpq through ctypes) and with psycopg2's own ``cancel()``.
 
 Not a test (the suite's own checks are ``tests/test_pgbouncer.py``, on the
 transaction-mode pgbouncer of ``.ci/start-pgbouncer``): it starts pgbouncers of
@@ -27,16 +30,22 @@ import logging
 import os
 import pwd
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
+from typing import Callable
 from urllib.parse import urlsplit
 
+import psycopg2
+
 import adb.sync
+from adb.drivers.psycopg2 import CancelKey
 from adb.errors import ConnectionLost, InterfaceError, StatementTimeout
 
 from .conftest import URLS
@@ -166,6 +175,42 @@ def listen(mode: str, driver: str, pooler: str, admin: adb.sync.Database) -> dic
             "outcome": outcome}
 
 
+def spins_while_frozen(pgbouncer: int, send: Callable[[], object]) -> dict:
+    """Freeze pgbouncer, resume it 1 s later from a shell, and ``send`` a cancel to
+    it meanwhile: how long ``send`` took and how many loops another thread made."""
+    count = [0]
+    stop = threading.Event()
+
+    def spin() -> None:
+        while not stop.is_set():
+            count[0] += 1
+    spinner = threading.Thread(target=spin)
+    spinner.start()
+    os.kill(pgbouncer, signal.SIGSTOP)
+    subprocess.Popen(["sh", "-c", f"sleep 1; kill -CONT {pgbouncer}"])
+    start = time.monotonic()
+    send()
+    took, spins = time.monotonic() - start, count[0]
+    stop.set()
+    spinner.join()
+    return {"cancel_took_s": round(took, 2), "other_thread_loops": spins}
+
+
+def frozen(pgbouncer: int) -> list[dict]:
+    conn = psycopg2.connect(url("psycopg2"))
+    try:
+        key = CancelKey(conn)
+        idle = spins_while_frozen(pgbouncer, lambda: time.sleep(1))
+        via_ctypes = spins_while_frozen(pgbouncer, lambda: key.send(psycopg2.OperationalError))
+        via_psycopg2 = spins_while_frozen(pgbouncer, conn.cancel)
+    finally:
+        conn.close()
+    return [{"measure": "cancel to a frozen pooler", "how": how, **figures}
+            for how, figures in (("nothing sent (time.sleep(1))", idle),
+                                 ("adb CancelKey.send (PQcancel via ctypes)", via_ctypes),
+                                 ("psycopg2 connection.cancel()", via_psycopg2))]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=5, help="cancels per case (default 5)")
@@ -185,7 +230,11 @@ def main() -> None:
                     for pooler in ("", mode):
                         print(json.dumps(prepared(mode, pooler)), flush=True)
                         print(json.dumps(listen(mode, "psycopg2", pooler, admin)), flush=True)
+                    if mode == "transaction":
+                        for line in frozen(proc.pid):
+                            print(json.dumps(line), flush=True)
                 finally:
+                    os.kill(proc.pid, signal.SIGCONT)
                     proc.terminate()
                     proc.wait()
 

@@ -93,7 +93,7 @@ class Driver:
         kwargs = dict(target.kwargs)
         #: the pooler the connections go through, if any: from ``Database(pooler=)``
         #: or the URL's ``?pooler=`` (never a connect() keyword)
-        self.pooler = self.check_pooler(pooler, kwargs.pop("pooler", None))
+        self.pooler = self.pooler_of(pooler, kwargs.pop("pooler", None))
         self.connect_kwargs = self.check(kwargs)
         self.target = dataclasses.replace(target, kwargs=self.connect_kwargs, args=self.connect_args)
         self.on_connect = on_connect
@@ -104,7 +104,7 @@ class Driver:
         style: str = self.dbapi.paramstyle
         return style
 
-    def check_pooler(self, given: Optional[Pooler], in_url: object) -> Optional[Pooler]:
+    def pooler_of(self, given: Optional[Pooler], in_url: object) -> Optional[Pooler]:
         """The pooler, from the keyword or the URL (the same, if both say); an
         InterfaceError for a value that is not one, or a driver that knows none."""
         pooler = given if in_url is None else check_pooler(in_url)

@@ -100,7 +100,11 @@ class Psycopg2Driver(Driver):
         conn = super().open()
         conn.autocommit = True
         if self.pooler is not None:
-            self.cancel_keys[conn] = CancelKey(conn)
+            try:
+                self.cancel_keys[conn] = CancelKey(conn)
+            except BaseException:
+                self.close(conn)
+                raise
         return conn
 
     def begin(self, conn: Connection) -> None:
