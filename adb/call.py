@@ -63,10 +63,13 @@ class RunningCall:
 
     The worker creates one per call and drops it when the call returns; the
     watchdog only moves ``state`` forward (RUNNING -> CANCEL_SENT -> CUT) and acts
-    on the connection only while the worker still runs this very call.
+    on the connection only while the worker still runs this very call. With the
+    cancel it sets ``cancel_done`` (absent until then: nothing per call), an Event
+    set once the driver's cancel has returned, or was not sent after all.
     """
 
-    __slots__ = ("future", "deadline", "state", "cancelled_at")
+    __slots__ = ("future", "deadline", "state", "cancelled_at", "cancel_done")
+    cancel_done: threading.Event
 
     def __init__(self, future: Any, deadline: Optional[float]) -> None:
         self.future = future

@@ -91,6 +91,7 @@ class Watchdog(threading.Thread):
             late = running.deadline is not None and now >= running.deadline
             gone = running.future is not None and self.is_abandoned(running.future)
             if late or gone:
+                running.cancel_done = threading.Event()  # before the state the worker reads
                 running.state = CallState.CANCEL_SENT
                 running.cancelled_at = now
                 self.side(worker, running, self.driver.cancel, "cancel")
@@ -106,13 +107,17 @@ class Watchdog(threading.Thread):
         conn, name = worker.conn, self.pool_name
 
         def act() -> None:
-            if conn is None or worker.current is not running:
-                return  # that call ended meanwhile
-            log.warning("%s: %s the call running on worker %d", name, what, worker.index)
             try:
-                action(conn)
-            except Exception as exc:  # reported; the grace period is the fallback
-                log.warning("%s: could not %s worker %d's call: %s", name, what, worker.index, exc)
+                if conn is None or worker.current is not running:
+                    return  # that call ended meanwhile
+                log.warning("%s: %s the call running on worker %d", name, what, worker.index)
+                try:
+                    action(conn)
+                except Exception as exc:  # reported; the grace period is the fallback
+                    log.warning("%s: could not %s worker %d's call: %s", name, what,
+                                worker.index, exc)
+            finally:
+                running.cancel_done.set()  # the worker waits for it (Worker.check_after_cancel)
         threading.Thread(target=act, name=f"{name}-{what.split()[0]}", daemon=True).start()
 
 

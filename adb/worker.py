@@ -56,6 +56,9 @@ log = logging.getLogger("adb")
 
 #: seconds of idleness after which a connection's socket is checked before use
 LIVENESS_AFTER = 0.05
+#: seconds a worker waits, after a cancelled call, for the cancel itself to return
+#: before it checks the connection; past it the connection is replaced instead
+CANCEL_SETTLE = 2.0
 
 #: where a batchable job keeps its statement: ``(op, sql, params)`` follow ARGS
 JOB_SQL, JOB_PARAMS = ARGS + 1, ARGS + 2
@@ -601,7 +604,11 @@ class Worker:
     def check_after_cancel(self, running: RunningCall) -> None:
         """Once the watchdog acted on ``running`` (a call or a unit): replace a
         connection it cut, and one it sent a cancel to unless it answers, so a
-        cancel that arrived late hits nothing."""
+        cancel that arrived late hits nothing. The check waits for the cancel to
+        have returned first: the call may end on the cancel's first effect while
+        the server is still delivering it (PostgreSQL signals the backend twice,
+        and a second signal handled after the error cancels the next statement),
+        and it runs the driver's ``cancel_check``, which meets a pending cancel."""
         if self._conn is None or running.state is CallState.RUNNING:
             return
         self.end_stream(exhausted=False)  # a cancelled fetch ends its stream
@@ -609,7 +616,9 @@ class Worker:
             return
         if running.state is CallState.CUT:
             self.disconnect("cut after its call overran")
-        elif not self.responds(self._conn, "select 1"):
+        elif not running.cancel_done.wait(CANCEL_SETTLE):
+            self.disconnect(f"its cancel had not returned within {CANCEL_SETTLE} s")
+        elif not self.responds(self._conn, self._driver.cancel_check):
             self.disconnect("failed its check after a cancel")
 
     def responds(self, conn: Connection, sql: str) -> bool:

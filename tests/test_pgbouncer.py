@@ -169,6 +169,33 @@ def test_statement_timeout_cancels_on_the_server_through_pgbouncer(driver, direc
         db.close()
 
 
+def test_a_timed_out_call_returns_only_once_its_cancel_has_returned(driver):
+    """A cancel can outlive the statement it ended: PostgreSQL signals the backend
+    twice, and a second signal handled after the error cancels the next statement
+    on that server connection. So the worker waits for the cancel itself to return
+    (here made 0.4 s slower than the server) before it checks the connection, with
+    a check that meets a pending cancel, and only then settles the call."""
+    db = adb.sync.Database(bouncer_url(driver), pool_size=1, statement_timeout=0.3)
+    returned = []
+    cancel = db._driver.cancel
+
+    def slow_cancel(conn):
+        cancel(conn)
+        time.sleep(0.4)
+        returned.append(time.monotonic())
+    setattr(db._driver, "cancel", slow_cancel)  # the real cancel, instrumented
+    try:
+        with pytest.raises(StatementTimeout) as timed_out:
+            db.runQuery("select pg_sleep(3)")
+        settled = time.monotonic()
+        assert timed_out.value.may_have_run is False
+        assert returned and settled >= returned[0]
+        assert [db.runQuery("select pg_sleep(0.01), %s::int", (i,))[0][1] for i in range(5)] \
+            == list(range(5))
+    finally:
+        db.close()
+
+
 def test_without_pooler_psycopg2s_cancel_reaches_nothing_and_says_why(direct, caplog):
     """The proof: without ``pooler=``, psycopg2's ``pg_cancel_backend`` names the
     pid pgbouncer made up. The call ends only when its connection is cut (it may

@@ -15,6 +15,11 @@ from .base import Pooler, column_list, readable
 #: the pooler maps to the server connection running the statement
 POOLERS = frozenset(Pooler)
 
+#: the check after a cancel: ``pg_sleep(0)`` looks at pending interrupts, where
+#: ``select 1`` runs without ever looking, so a cancel still pending in the backend
+#: fails the check instead of the next caller's statement
+CANCEL_CHECK = "select pg_sleep(0)"
+
 #: a server that never answers cannot hang a connect; a peer that vanished
 #: without a word is noticed within about a minute
 CONNECT_DEFAULTS = (("connect_timeout", 10), ("keepalives", 1), ("keepalives_idle", 30),

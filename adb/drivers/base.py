@@ -147,6 +147,10 @@ class Driver:
         a call on a connection idle a while: one non-blocking system call)."""
         return False
 
+    #: what a worker runs on a connection after a cancel, before it serves again: a
+    #: late cancel it meets fails it, and the connection is replaced
+    cancel_check = "select 1"
+
     def cancel(self, conn: Connection) -> None:
         """Ask the server to cancel what ``conn`` is running (from another thread)."""
         raise NotImplementedError(f"{self.name} cannot cancel a running statement")

@@ -41,6 +41,7 @@ class PsycopgDriver(Driver):
     info = DriverInfo("psycopg", Family.POSTGRESQL, ("psycopg", "psycopg3"), extra="psycopg")
     autocommit = True
     poolers = _libpq.POOLERS
+    cancel_check = _libpq.CANCEL_CHECK
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -73,6 +73,7 @@ class Psycopg2Driver(Driver):
                       extra="postgresql")
     autocommit = True
     poolers = _libpq.POOLERS
+    cancel_check = _libpq.CANCEL_CHECK
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
