@@ -147,17 +147,6 @@ class ReplicaSet:
                            + (f" ({r.error})" if r.error else "") for r in self.replicas)
         return f"no replica of {self.name!r} can serve reads now: {states}"
 
-    def wait_checked(self, timeout: float) -> bool:
-        """Block until every replica has been checked once (for tests and start-up)."""
-        deadline = time.monotonic() + timeout
-        with self._changed:
-            while any(r.state is ReplicaState.UNCHECKED for r in self.replicas):
-                left = deadline - time.monotonic()
-                if left <= 0 or self._stopping:
-                    return False
-                self._changed.wait(left)
-        return True
-
     def stats(self) -> dict[str, Any]:
         return {"fallbacks": self.fallbacks,
                 "replicas": [dict(r.stats(), pool=r.db.stats()) for r in self.replicas]}

@@ -174,7 +174,7 @@ def test_a_replica_that_is_not_there_serves_nothing_and_names_itself():
     db = adb.sync.Database(URLS["postgresql"], replicas=["postgresql://root:pw@127.0.0.1:1/test"],
                            pool_size=1)
     try:
-        assert db._replicas.wait_checked(10)
+        standby.wait_until(lambda: replica_state(db) != "unchecked", 10, "a first check")
         stats = db.stats()["replicas"][0]
         assert stats["state"] == "down"
         assert "127.0.0.1:1" in stats["target"] and "pw" not in str(db.stats())

@@ -68,7 +68,7 @@ class PyMySQLDriver(Driver):
             if refusal is None:
                 return conn
             conn.close()
-            failures.append((host, port, refusal))
+            failures.append((host, port, self.dbapi.OperationalError(2003, refusal)))
         if len(failures) == 1:
             raise failures[0][2]
         raise self.dbapi.OperationalError(2003, "no host of the list accepted a connection: "
