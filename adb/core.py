@@ -510,13 +510,12 @@ class BaseDatabase(Generic[F]):
             raise InterfaceError("batch must be a positive integer, not None")
         _check_count(batch, "batch")
         _check_timeout(idle_timeout, "idle_timeout")
+        owner = self._replica_of(tx)
+        if owner is not None:
+            stream: StreamCore = owner._open_stream(sql, params, tx, batch, factory, timeout,
+                                                    idle_timeout, export)
+            return stream
         if tx is not None:
-            if tx.db is not self and self._replicas is not None:
-                owner = self._replica_owner(tx)
-                if owner is not self:
-                    stream: StreamCore = owner._open_stream(sql, params, tx, batch, factory,
-                                                            timeout, idle_timeout, export)
-                    return stream
             self._tx_put(tx)
         kind = SyncStream if self._blocking else self._stream_class
         return kind(self, sql, params, tx, batch, factory, _check_timeout(timeout),
@@ -660,10 +659,9 @@ class BaseDatabase(Generic[F]):
                   timeout: Optional[float], statement_timeout: Optional[float] = None) -> Any:
         if tx is None:
             return self._call(fn, args, None, timeout, statement_timeout)
-        if tx.db is not self and self._replicas is not None:
-            owner = self._replica_owner(tx)
-            if owner is not self:
-                return owner._dispatch(tx, fn, args, timeout, statement_timeout)
+        owner = self._replica_of(tx)
+        if owner is not None:
+            return owner._dispatch(tx, fn, args, timeout, statement_timeout)
         return self._call(Worker.in_transaction, args, self._tx_put(tx), None, statement_timeout)
 
     # -- read replicas (adb.replicas) --------------------------------------------------
@@ -683,12 +681,12 @@ class BaseDatabase(Generic[F]):
         assert self._replicas is not None
         return self._replicas.choose(self)
 
-    def _replica_owner(self, tx: Transaction) -> Any:
-        """The replica Database ``tx`` (begun with ``replica=True``) belongs to; for
-        any other foreign handle, this Database (whose check then refuses it)."""
-        if self._replicas is not None and any(tx.db is db for db in self._replicas.dbs):
-            return tx.db
-        return self
+    def _replica_of(self, tx: object) -> Any:
+        """The replica Database of this one that ``tx`` belongs to (it was begun with
+        ``replica=True``), which then takes the call; None for any other handle."""
+        if self._replicas is None or not isinstance(tx, Transaction) or tx.db is self:
+            return None
+        return next((db for db in self._replicas.dbs if tx.db is db), None)
 
     def _savepoint(self, tx: Transaction, statements: tuple[str, ...], result: Any) -> Any:
         """Run a savepoint's statements in ``tx``; the caller gets ``result``."""
@@ -765,10 +763,9 @@ class BaseDatabase(Generic[F]):
         self._open_tx.discard(tx)
 
     def _finish(self, tx: Transaction, commit: bool) -> Any:
-        if isinstance(tx, Transaction) and tx.db is not self and self._replicas is not None:
-            owner = self._replica_owner(tx)
-            if owner is not self:
-                return owner._finish(tx, commit)
+        owner = self._replica_of(tx)
+        if owner is not None:
+            return owner._finish(tx, commit)
         put = self._tx_put(tx)
         tx.state = TxState.ENDING
         self._open_tx.discard(tx)
