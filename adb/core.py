@@ -644,6 +644,9 @@ class BaseDatabase(Generic[F]):
             pool.stop()
             if self._hub is not None:
                 self._hub.stop()
+            replicas: Optional[ReplicaSet] = getattr(self, "_replicas", None)
+            if replicas is not None:
+                replicas.stop()  # its thread ends, and the replicas' Databases warn in turn
 
     # -- one call ----------------------------------------------------------------------
 
