@@ -352,10 +352,9 @@ class BaseDatabase(Generic[F]):
         """Run a query and return its rows as a list (rows shaped by the row factory).
 
         ``replica=True``: on a read replica that can serve it (``replicas``)."""
-        if replica and self._replicas is not None:
-            return self._replica_for(tx).runQuery(sql, params, row_factory=row_factory,
-                                                  timeout=timeout,
-                                                  statement_timeout=statement_timeout)
+        if replica and (served_by := self._replica_for(tx)) is not self:
+            return served_by.runQuery(sql, params, row_factory=row_factory, timeout=timeout,
+                                      statement_timeout=statement_timeout)
         sql, params = _statement(sql, params)
         factory = self._row_factory if row_factory is None else rows.resolve(row_factory)
         return self._dispatch(tx, Worker.standalone, (ops.query, sql, params, factory), timeout,
@@ -407,7 +406,7 @@ class BaseDatabase(Generic[F]):
         ``replica=True``: a read-only transaction on a read replica (``replicas``);
         pass its handle to this Database's methods or use its own."""
         if replica:
-            db = self if self._replicas is None else self._replica_for(None)
+            db = self._replica_for(None)
             return db._call(Worker.begin, (db._new_tx(), True), None, timeout)
         return self._call(Worker.begin, (self._new_tx(),), None, timeout)
 
@@ -466,10 +465,9 @@ class BaseDatabase(Generic[F]):
         stream closed (StreamTimeout). ``replica=True``: on a read replica
         (``replicas``). See ``adb.stream``.
         """
-        if replica and self._replicas is not None:
-            return self._replica_for(tx).stream(sql, params, batch=batch,
-                                                row_factory=row_factory, timeout=timeout,
-                                                idle_timeout=idle_timeout)
+        if replica and (served_by := self._replica_for(tx)) is not self:
+            return served_by.stream(sql, params, batch=batch, row_factory=row_factory,
+                                    timeout=timeout, idle_timeout=idle_timeout)
         sql, params = _statement(sql, params)
         factory = self._row_factory if row_factory is None else rows.resolve(row_factory)
         return self._open_stream(sql, params, tx, batch, factory, timeout, idle_timeout, False)
@@ -675,14 +673,14 @@ class BaseDatabase(Generic[F]):
         return () if self._replicas is None else tuple(self._replicas.dbs)
 
     def _replica_for(self, tx: Optional[Transaction]) -> Any:
-        """The Database a ``replica=True`` call goes to (see ``ReplicaSet.choose``)."""
+        """The Database a ``replica=True`` call goes to (see ``ReplicaSet.choose``);
+        this one when it has no replicas."""
         if tx is not None:
             raise InterfaceError("replica=True with tx=: a transaction's statements run where "
                                  "it began (begin it with replica=True)")
         if self._refusal is not None:
             raise self._refusal
-        assert self._replicas is not None
-        return self._replicas.choose(self)
+        return self if self._replicas is None else self._replicas.choose(self)
 
     def _replica_of(self, tx: object) -> Any:
         """The replica Database of this one that ``tx`` belongs to (it was begun with

@@ -216,6 +216,10 @@ def test_without_replicas_replica_reads_go_to_the_primary_in_a_read_only_transac
     db = adb.sync.Database(URLS["postgresql"], pool_size=1)
     try:
         assert db.replicas == ()
+        tx = db.beginTransaction()
+        with pytest.raises(InterfaceError, match="replica=True with tx="):
+            db.runQuery("select 1", tx=tx, replica=True)
+        db.rollbackTransaction(tx)
         assert db.runQuery(WHO, replica=True) == [PRIMARY]
         with db.transaction(replica=True) as tx:
             assert tx.runQuery("show transaction_read_only") == [("on",)]
