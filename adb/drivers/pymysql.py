@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import socket
 import tempfile
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Iterable, NamedTuple, Optional, Sequence
 
 from ..copytext import lines, mysql_value_text
 from ..errors import InterfaceError
@@ -55,7 +55,8 @@ class PyMySQLDriver(Driver):
         return super().check(kwargs)
 
     def open(self) -> Connection:
-        """A connection to the first host of the list that accepts one and has the
+        """A connection to the first host of the list that accepts one, serves
+        (a Galera node out of its cluster does not) and has the
         ``target_session_attrs`` asked for (PyMySQL itself takes one host)."""
         failures = []
         for host, port in self.hosts:
@@ -64,7 +65,10 @@ class PyMySQLDriver(Driver):
             except self.dbapi.OperationalError as exc:
                 failures.append((host, port, exc))
                 continue
-            refusal = self._refusal(conn)
+            try:
+                refusal = self._refusal(conn)
+            except self.dbapi.Error as exc:  # e.g. 1047: the node is not ready
+                refusal = str(exc)
             if refusal is None:
                 return conn
             conn.close()
@@ -97,10 +101,17 @@ class PyMySQLDriver(Driver):
         return conn
 
     def _refusal(self, conn: Connection) -> Optional[str]:
-        """Why ``conn``'s server does not have the session attributes asked for."""
-        if self.session_attrs == "any":
+        """Why ``conn``'s server is not to be used: out of its Galera cluster, or
+        without the session attributes asked for. Asked only where there is a
+        choice (a host list) or a demand (``target_session_attrs``)."""
+        if self.session_attrs == "any" and len(self.hosts) == 1:
             return None
         with conn.cursor() as cursor:
+            galera = _galera_state(cursor)
+            if galera is not None and not galera.serves:
+                return f"the Galera node does not serve: {galera}"
+            if self.session_attrs == "any":
+                return None
             cursor.execute("select @@global.read_only")
             read_only = bool(cursor.fetchone()[0])
         if read_only == (self.session_attrs == "read-only"):
@@ -113,14 +124,11 @@ class PyMySQLDriver(Driver):
         allows: 0 here); a replication replica while both its threads run, its lag
         ``Seconds_Behind_Master``; any other server is up to date."""
         with conn.cursor() as cursor:
-            cursor.execute("show global status like 'wsrep_local_state_comment'")
-            galera = cursor.fetchone()
-            if galera is not None and galera[1]:
-                cursor.execute("show global status like 'wsrep_ready'")
-                ready = cursor.fetchone()
-                if galera[1] != "Synced" or ready is None or ready[1] != "ON":
-                    raise self.dbapi.OperationalError(
-                        1047, f"the Galera node is {galera[1]}, not Synced and ready")
+            galera = _galera_state(cursor)
+            if galera is not None:
+                if not galera.synced:
+                    raise self.dbapi.OperationalError(1047, f"the Galera node is not synced: "
+                                                            f"{galera}")
                 return ReplicaPosition()
             cursor.execute("show slave status")
             status = cursor.fetchone()
@@ -299,6 +307,40 @@ class PyMySQLDriver(Driver):
 #: certification conflict), 1205 lock wait timeout, 1020 record changed since it
 #: was read (MariaDB's snapshot isolation), 1047 a Galera node not yet ready
 _TRANSIENT_ERRNOS = frozenset({(1213,), (1205,), (1020,), (1047,)})
+
+
+class GaleraState(NamedTuple):
+    """A Galera node's own word on whether it serves (``wsrep_*`` status)."""
+
+    state: str  # wsrep_local_state_comment: Synced, Donor/Desynced, Joining, ...
+    ready: str  # wsrep_ready: ON once the node takes queries
+
+    @property
+    def serves(self) -> bool:
+        """It takes queries (a desynced donor too): a host list may use it."""
+        return self.ready == "ON"
+
+    @property
+    def synced(self) -> bool:
+        """It serves and is up to date with the cluster: it may serve replica reads."""
+        return self.serves and self.state == "Synced"
+
+    def __str__(self) -> str:
+        return f"{self.state}, wsrep_ready={self.ready}"
+
+
+def _galera_state(cursor: Cursor) -> Optional[GaleraState]:
+    """The node's Galera state, or None on a server with wsrep off (or no Galera)."""
+    cursor.execute("show global variables like 'wsrep_on'")
+    row = cursor.fetchone()
+    if row is None or row[1] != "ON":
+        return None
+    status = {}
+    for name in ("wsrep_local_state_comment", "wsrep_ready"):
+        cursor.execute(f"show global status like '{name}'")
+        found = cursor.fetchone()
+        status[name] = found[1] if found else "?"
+    return GaleraState(status["wsrep_local_state_comment"], status["wsrep_ready"])
 
 
 def _host_list(kwargs: dict[str, Any]) -> list[tuple[Optional[str], Optional[int]]]:
