@@ -21,7 +21,10 @@ from .base import (Connection, Cursor, Driver, DriverInfo, TextRows, chunked, co
 #: rows per ``LOAD DATA`` of a bulk load (one temporary file each)
 LOAD_CHUNK = 20000
 
-_INT_KEYS = {"port", "connect_timeout", "read_timeout", "write_timeout", "local_infile",
+#: ``target_session_attrs`` (libpq's name) for a host list: what a host must be to be used
+SESSION_ATTRS = ("any", "read-write", "read-only")
+
+_INT_KEYS = {"connect_timeout", "read_timeout", "write_timeout", "local_infile",
              "max_allowed_packet", "client_flag"}
 
 
@@ -30,12 +33,20 @@ class PyMySQLDriver(Driver):
     autocommit = True
     #: CLIENT.MULTI_STATEMENTS on every connection: only with ``autobatch``
     multi_statements = False
+    #: the hosts to try in order (several from a multi-host URL), and what one must be
+    hosts: list[tuple[Optional[str], Optional[int]]] = [(None, None)]
+    session_attrs = "any"
 
     def check(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         if self.connect_args:
             raise InterfaceError("pymysql.connect() takes keywords only (host=, user=, ...)")
         for key in _INT_KEYS & set(kwargs):
             kwargs[key] = _as_int(key, kwargs[key])
+        self.hosts = _host_list(kwargs)
+        self.session_attrs = kwargs.pop("target_session_attrs", "any")
+        if self.session_attrs not in SESSION_ATTRS:
+            raise InterfaceError(f"mysql target_session_attrs={self.session_attrs!r}: "
+                                 f"expected one of {', '.join(SESSION_ATTRS)}")
         for alias, key in (("dbname", "database"), ("db", "database"), ("passwd", "password")):
             if alias in kwargs:  # MySQLdb-era spellings
                 kwargs[key] = kwargs.pop(alias)
@@ -44,10 +55,34 @@ class PyMySQLDriver(Driver):
         return super().check(kwargs)
 
     def open(self) -> Connection:
+        """A connection to the first host of the list that accepts one and has the
+        ``target_session_attrs`` asked for (PyMySQL itself takes one host)."""
+        failures = []
+        for host, port in self.hosts:
+            try:
+                conn = self._open_one(host, port)
+            except self.dbapi.OperationalError as exc:
+                failures.append((host, port, exc))
+                continue
+            refusal = self._refusal(conn)
+            if refusal is None:
+                return conn
+            conn.close()
+            failures.append((host, port, refusal))
+        if len(failures) == 1:
+            raise failures[0][2]
+        raise self.dbapi.OperationalError(2003, "no host of the list accepted a connection: "
+                                          + "; ".join(f"{h}:{p}: {e}" for h, p, e in failures))
+
+    def _open_one(self, host: Optional[str], port: Optional[int]) -> Connection:
         # PyMySQL's connect_timeout covers the TCP connect, not the handshake: bound
         # the handshake with a read timeout, lifted again once connected
         timeout = self.connect_kwargs.get("connect_timeout", 10)
         kwargs = {"read_timeout": timeout, **self.connect_kwargs}
+        if host is not None:
+            kwargs["host"] = host
+        if port is not None:
+            kwargs["port"] = port
         if self.multi_statements:
             from pymysql.constants import CLIENT
             kwargs["client_flag"] = kwargs.get("client_flag", 0) | CLIENT.MULTI_STATEMENTS
@@ -61,6 +96,18 @@ class PyMySQLDriver(Driver):
                 sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), value)
         return conn
 
+    def _refusal(self, conn: Connection) -> Optional[str]:
+        """Why ``conn``'s server does not have the session attributes asked for."""
+        if self.session_attrs == "any":
+            return None
+        with conn.cursor() as cursor:
+            cursor.execute("select @@global.read_only")
+            read_only = bool(cursor.fetchone()[0])
+        if read_only == (self.session_attrs == "read-only"):
+            return None
+        return f"the server is {'read-only' if read_only else 'read-write'}, " \
+               f"not {self.session_attrs} (target_session_attrs)"
+
     def begin(self, conn: Connection) -> None:
         conn.begin()
 
@@ -72,7 +119,8 @@ class PyMySQLDriver(Driver):
 
     def cancel(self, conn: Connection) -> None:
         """KILL QUERY from a side connection (MySQL has no in-band cancel)."""
-        side = self.dbapi.connect(**{**self.connect_kwargs, "connect_timeout": 5})
+        side = self.dbapi.connect(**{**self.connect_kwargs, "host": conn.host,
+                                     "port": conn.port, "connect_timeout": 5})
         try:
             with side.cursor() as cursor:
                 cursor.execute("KILL QUERY %s", (conn.thread_id(),))
@@ -224,6 +272,24 @@ class PyMySQLDriver(Driver):
 #: certification conflict), 1205 lock wait timeout, 1020 record changed since it
 #: was read (MariaDB's snapshot isolation), 1047 a Galera node not yet ready
 _TRANSIENT_ERRNOS = frozenset({(1213,), (1205,), (1020,), (1047,)})
+
+
+def _host_list(kwargs: dict[str, Any]) -> list[tuple[Optional[str], Optional[int]]]:
+    """The hosts to try in order: libpq's comma-separated ``host``/``port`` form
+    (what a multi-host URL gives) or one host. ``open`` sets each in turn."""
+    host, port = kwargs.get("host"), kwargs.get("port")
+    if not isinstance(host, str) or "," not in host:
+        if port is not None:
+            kwargs["port"] = _as_int("port", port)
+        return [(host, kwargs.get("port"))]
+    hosts = host.split(",")
+    ports = [_as_int("port", p) for p in str(port or 3306).split(",")]
+    if len(ports) == 1:
+        ports *= len(hosts)
+    if len(ports) != len(hosts) or not all(hosts):
+        raise InterfaceError(f"mysql host={host!r} port={port!r}: give one port, or one for "
+                             "each host, and no empty host")
+    return list(zip(hosts, ports))
 
 
 def _as_int(key: str, value: Any) -> int:
