@@ -16,7 +16,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 import pymysql
 import pytest
@@ -102,7 +102,7 @@ def require_galera() -> None:
         pytest.skip(message)
 
 
-def wait_until(check, timeout: float) -> bool:  # type: ignore[no-untyped-def]
+def wait_until(check: Callable[[], bool], timeout: float) -> bool:
     """Poll ``check()`` every POLL seconds until it is true (True) or ``timeout`` passes (False)."""
     deadline = time.monotonic() + timeout
     while True:
@@ -171,8 +171,3 @@ def restart_nodes(timeout: float = REJOIN_TIMEOUT) -> float:
     return time.monotonic() - start
 
 
-def node_answering(conn: pymysql.connections.Connection) -> int:
-    """Which node a connection is on (from its server's port)."""
-    with conn.cursor() as cursor:
-        cursor.execute("select @@port")
-        return int(cursor.fetchone()[0]) - 3306
