@@ -13,6 +13,10 @@ reads back through another. The cluster is ``.ci/start-galera``'s
 """
 
 import asyncio
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import pytest_asyncio
@@ -122,3 +126,13 @@ async def test_auto_increment_steps_apart_on_each_node(front, table_name):
         await ev(writers[1].runOperation(f"drop table if exists {table_name}"))
         for database in writers.values():
             await close(database)
+
+
+def test_the_example_of_docs_galera_runs(tmp_path):
+    """docs/galera.md's example, against the test cluster (the URLs it names)."""
+    galera.require_galera()
+    text = (Path(__file__).resolve().parent.parent / "docs" / "galera.md").read_text()
+    (code,) = re.findall(r"```python\n(.*?)```", text, re.S)
+    result = subprocess.run([sys.executable, "-W", "error::ResourceWarning", "-c", code],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
