@@ -18,7 +18,7 @@ from ..sqltext import Path, without_terminator
 from ..target import Family
 from . import _libpq
 from ..copytext import lines
-from .base import Connection, Cursor, Driver, DriverInfo, chunked
+from .base import Connection, Cursor, Driver, DriverInfo, ReplicaPosition, chunked
 
 _VALUES = re.compile(r"\bvalues\s*\(", re.IGNORECASE)
 #: what the splitter does not parse (dollar quotes, comments, E'' escapes): left to executemany
@@ -68,6 +68,9 @@ class Psycopg2Driver(Driver):
             message = str(exc).strip()
             raise InterfaceError(f"bad PostgreSQL connection option: {message}") from None
         return kwargs
+
+    def replica_position(self, conn: Connection) -> ReplicaPosition:
+        return _libpq.replica_position(conn)
 
     def open(self) -> Connection:
         conn = super().open()

@@ -15,8 +15,8 @@ from ..copytext import lines, mysql_value_text
 from ..errors import InterfaceError
 from ..sqltext import Path, without_terminator
 from ..target import Family
-from .base import (Connection, Cursor, Driver, DriverInfo, TextRows, chunked, column_list,
-                   readable)
+from .base import (Connection, Cursor, Driver, DriverInfo, ReplicaPosition, TextRows, chunked,
+                   column_list, readable)
 
 #: rows per ``LOAD DATA`` of a bulk load (one temporary file each)
 LOAD_CHUNK = 20000
@@ -68,7 +68,7 @@ class PyMySQLDriver(Driver):
             if refusal is None:
                 return conn
             conn.close()
-            failures.append((host, port, refusal))
+            failures.append((host, port, self.dbapi.OperationalError(2003, refusal)))
         if len(failures) == 1:
             raise failures[0][2]
         raise self.dbapi.OperationalError(2003, "no host of the list accepted a connection: "
@@ -107,6 +107,33 @@ class PyMySQLDriver(Driver):
             return None
         return f"the server is {'read-only' if read_only else 'read-write'}, " \
                f"not {self.session_attrs} (target_session_attrs)"
+
+    def replica_position(self, conn: Connection) -> ReplicaPosition:
+        """A Galera node serves while it is Synced (its lag is what flow control
+        allows: 0 here); a replication replica while both its threads run, its lag
+        ``Seconds_Behind_Master``; any other server is up to date."""
+        with conn.cursor() as cursor:
+            cursor.execute("show global status like 'wsrep_local_state_comment'")
+            galera = cursor.fetchone()
+            if galera is not None and galera[1]:
+                cursor.execute("show global status like 'wsrep_ready'")
+                ready = cursor.fetchone()
+                if galera[1] != "Synced" or ready is None or ready[1] != "ON":
+                    raise self.dbapi.OperationalError(
+                        1047, f"the Galera node is {galera[1]}, not Synced and ready")
+                return ReplicaPosition()
+            cursor.execute("show slave status")
+            status = cursor.fetchone()
+            if status is None:
+                return ReplicaPosition()
+            row = dict(zip([d[0] for d in cursor.description], status))
+        lag = row.get("Seconds_Behind_Master")
+        if lag is None or row.get("Slave_IO_Running") != "Yes" \
+                or row.get("Slave_SQL_Running") != "Yes":
+            raise self.dbapi.OperationalError(
+                2013, "replication is not running (Slave_IO_Running="
+                f"{row.get('Slave_IO_Running')}, Slave_SQL_Running={row.get('Slave_SQL_Running')})")
+        return ReplicaPosition(lag=float(lag))
 
     def begin(self, conn: Connection) -> None:
         conn.begin()
