@@ -1,4 +1,5 @@
-"""Read replicas (``Database(replicas=[...])``) against a real hot standby.
+"""Read replicas (``Database(replicas=[...])``) against a real hot standby, and
+against a node of the Galera test cluster (``.ci/start-galera``).
 
 The primary is the test PostgreSQL on 5432, the replica its streaming standby
 on 5433 (``.ci/start-standby``). Which server answered is read from the server
@@ -15,7 +16,7 @@ import adb
 import adb.sync
 from adb.errors import InterfaceError, ReplicaUnavailable, TransactionError
 
-from . import standby
+from . import galera, standby
 from .conftest import FRONTS, URLS, close, ev, psycopg_url
 
 WHO = "select inet_server_port(), pg_is_in_recovery()"
@@ -225,3 +226,27 @@ def test_without_replicas_replica_reads_go_to_the_primary_in_a_read_only_transac
             assert tx.runQuery("show transaction_read_only") == [("on",)]
     finally:
         db.close()
+
+
+async def test_a_galera_node_serves_replica_reads_while_it_is_synced(front):
+    """MariaDB: node 1 of the test cluster is the primary, node 2 the replica; a
+    desynced node (``wsrep_desync``, as for a backup) is out until it is Synced."""
+    galera.require_galera()
+    db = FRONTS[front](galera.url(1), replicas=[galera.url(2)], pool_size=2)
+    node2 = galera.connect(2)
+    try:
+        await wait_state(db, "healthy")
+        assert await ev(db.runQuery("select @@port", replica=True)) == [(galera.port(2),)]
+        assert await ev(db.runQuery("select @@port")) == [(galera.port(1),)]
+        node2.cursor().execute("set global wsrep_desync = ON")
+        try:
+            await wait_state(db, "down")
+            assert "Desynced" in db.stats()["replicas"][0]["error"]
+            assert await ev(db.runQuery("select @@port", replica=True)) == [(galera.port(1),)]
+        finally:
+            node2.cursor().execute("set global wsrep_desync = OFF")
+        await wait_state(db, "healthy")
+        assert await ev(db.runQuery("select @@port", replica=True)) == [(galera.port(2),)]
+    finally:
+        node2.close()
+        await close(db)
