@@ -1,6 +1,7 @@
 """Failover through multi-host URLs: a crashed PostgreSQL primary whose synchronous
 standby is promoted, under a load of inserts (MariaDB's, a killed Galera node, is
-in tests/test_galera.py).
+in tests/test_galera_faults.py); host lists passing over a host that refuses or,
+on Galera, one cut off from its cluster.
 
 Invariant L of tests/faults.py holds across the failover: every insert reported OK
 is on the new primary exactly once, every one reported "did not run"
@@ -18,7 +19,8 @@ import pytest
 import adb
 import adb.sync
 
-from .conftest import URLS, psycopg_url, require_server
+from . import galera
+from .conftest import URLS, require_server
 from .faults import Ledger
 from .pgpair import PgPair, require_pair_tools
 
@@ -143,3 +145,28 @@ def test_mysql_read_write_attrs_pass_over_a_read_only_server():
             db.runQuery("select 1")
     finally:
         db.close()
+
+
+def test_a_host_list_passes_over_a_galera_node_cut_off_from_its_cluster():
+    """Node 1, isolated from the others (``gmcast.isolate=1``), still accepts
+    connections but has lost quorum (``wsrep_ready=OFF``, errors 1047): a multi-host
+    URL that lists it first goes on to node 2, with or without
+    ``target_session_attrs``."""
+    galera.require_galera()
+    isolate = "set global wsrep_provider_options = 'gmcast.isolate={}'"
+    node1 = galera.connect(1)
+    try:
+        node1.cursor().execute(isolate.format(1))
+        assert galera.wait_until(lambda: (galera.status(1) or {}).get("wsrep_ready") == "OFF",
+                                 galera.EVICT_TIMEOUT)
+        for query in ("", "?target_session_attrs=read-write"):
+            db = adb.sync.Database(galera.MULTI_HOST_URL + query, pool_size=1)
+            try:
+                assert db.runQuery("select @@port") == [(galera.port(2),)]
+            finally:
+                db.close()
+    finally:
+        node1.cursor().execute(isolate.format(0))
+        node1.close()
+        assert galera.wait_until(galera.cluster_ready, galera.REJOIN_TIMEOUT), \
+            "node 1 did not rejoin the cluster"
