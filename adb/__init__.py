@@ -8,10 +8,12 @@ thread pool, with results handed back to asyncio, Tornado, Twisted or plain code
 from . import errors
 from .asyncio import Database
 from .errors import (ConnectionLost, Error, ForkError, InterfaceError, PoolClosed,
-                     PoolTimeout, QueueFull, ServerUnavailable, StatementTimeout,
+                     PoolTimeout, QueueFull, ReplicaUnavailable, ServerUnavailable,
+                     StatementTimeout,
                      StreamTimeout, TransactionError)
 from .listen import Notification, NotificationGap
 from .listener import Listener, SyncListener
+from .replicas import ReplicaState
 from .rows import dict_row, namedtuple_row, tuple_row
 from .savepoint import Savepoint, SavepointState, savepoint
 from .transaction import Transaction, TxState
@@ -21,7 +23,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Database", "Transaction", "TxState", "Savepoint", "SavepointState", "savepoint", "errors", "Error", "InterfaceError", "PoolClosed",
     "PoolTimeout", "QueueFull", "TransactionError", "ConnectionLost", "ForkError",
-    "ServerUnavailable", "StatementTimeout", "StreamTimeout",
-    "Listener", "SyncListener", "Notification", "NotificationGap",
+    "ServerUnavailable", "ReplicaUnavailable", "StatementTimeout", "StreamTimeout",
+    "ReplicaState", "Listener", "SyncListener", "Notification", "NotificationGap",
     "tuple_row", "dict_row", "namedtuple_row", "__version__",
 ]

@@ -41,7 +41,7 @@ class Database(BaseDatabase["asyncio.Future[Any]"]):
     if TYPE_CHECKING:  # what each method returns on this front-end (written in BaseDatabase)
         def runQuery(self, sql: SQL, params: Params = None, tx: Optional[Transaction] = None,
                      *, row_factory: Any = None, timeout: Optional[float] = None,
-                     statement_timeout: Optional[float] = None) -> asyncio.Future[list[Any]]: ...
+                     statement_timeout: Optional[float] = None, replica: bool = False) -> asyncio.Future[list[Any]]: ...
 
         def runOperation(self, sql: SQL, params: Params = None,
                          tx: Optional[Transaction] = None, *, timeout: Optional[float] = None,
@@ -54,7 +54,8 @@ class Database(BaseDatabase["asyncio.Future[Any]"]):
         def runInteraction(self, fn: Callable[..., T], *args: Any,
                            **kwargs: Any) -> asyncio.Future[T]: ...
 
-        def beginTransaction(self, *, timeout: Optional[float] = None) -> asyncio.Future[Transaction]: ...
+        def beginTransaction(self, *, timeout: Optional[float] = None,
+                             replica: bool = False) -> asyncio.Future[Transaction]: ...
 
         def runTransaction(self, fn: Callable[..., Awaitable[T]], *args: Any,
                            retries: Optional[int] = None, **kwargs: Any) -> asyncio.Future[T]: ...
@@ -68,7 +69,7 @@ class Database(BaseDatabase["asyncio.Future[Any]"]):
         def stream(self, sql: SQL, params: Params = None, tx: Optional[Transaction] = None,
                    *, batch: int = 1000, row_factory: Any = None,
                    timeout: Optional[float] = None,
-                   idle_timeout: Optional[float] = None) -> Stream: ...
+                   idle_timeout: Optional[float] = None, replica: bool = False) -> Stream: ...
 
         def copy_out(self, sql: SQL, params: Params = None, tx: Optional[Transaction] = None,
                      *, batch: int = 1000, timeout: Optional[float] = None,
@@ -103,6 +104,9 @@ class Database(BaseDatabase["asyncio.Future[Any]"]):
     def _discard(future: asyncio.Future[Any]) -> None:
         if not future.cancel() and not future.cancelled():
             future.exception()  # retrieved: never reported as unhandled
+
+    def _sibling_options(self) -> dict[str, Any]:
+        return {"loop": self._scheduler.loop}
 
     def _spawn(self, coroutine: Any) -> asyncio.Future[Any]:
         return self._running_loop().create_task(coroutine)

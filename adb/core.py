@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import (TYPE_CHECKING, Any, Callable, Generic, Optional, Protocol, TypedDict, TypeVar,
                     Union, cast)
 
-from . import bulk, drivers, listen as _listen, ops, retry, rows
+from . import bulk, drivers, listen as _listen, ops, replicas as _replicas, retry, rows
 from .admission import Admission
 from .call import Claim, Job
 from .dispatch import Dispatch
@@ -32,6 +32,7 @@ from .handback import BatchedHandback, DirectHandback, Handback
 from .listen import Hub, Router
 from .listener import Listener, ListenerCore, SyncListener
 from .pool import Pool
+from .replicas import ReplicaSet
 from .steps import run_async, run_blocking
 from .stream import Stream, StreamCore, SyncStream
 from .transaction import Transaction, TransactionContext, TxState
@@ -154,6 +155,16 @@ class BaseDatabase(Generic[F]):
         busy SQLite file, no connection to be had); also ``runTransaction``'s
         default. Default: 0 for calls, ``adb.retry.DEFAULT_RETRIES`` for
         ``runTransaction``.
+    :param replicas: URLs of read replicas (hot standbys, replicas, cluster nodes):
+        ``runQuery``, ``stream`` and ``transaction``/``beginTransaction`` with
+        ``replica=True`` go to one of them that is up and within
+        ``max_replica_lag``, everything else to the primary (``url``). Each is a
+        Database of this front-end with the same options (its own pool); connect
+        keywords given here apply to each. See ``adb.replicas``.
+    :param max_replica_lag: seconds a replica may be behind its primary and still
+        serve reads; None (default): no bound, only its health counts.
+    :param replica_fallback: where a ``replica=True`` read goes when no replica can
+        serve it: ``"primary"`` (default) or ``"raise"`` (``ReplicaUnavailable``).
     :param pooler: ``"transaction"`` or ``"session"`` when the URL is a pooler's
         such as pgbouncer (also ``?pooler=`` in the URL); None (default): the
         server itself. The driver then works the way that pooler mode allows: the
@@ -184,6 +195,8 @@ class BaseDatabase(Generic[F]):
     - ``_lost_error``: the ConnectionLost class callers get (optional).
     - ``_fn_must_await``: True where ``runTransaction``'s function must be a
       coroutine function (asyncio); on Twisted it may return a Deferred or a value.
+    - ``_sibling_options()``: what another Database of this front-end on the same
+      loop needs (a replica's; optional).
     - ``_blocking``: True for a blocking front-end, whose future is then a
       ``Waitable`` (``wait(timeout) -> bool``, ``result()``: the value, or raises),
       and whose public methods return values instead of futures.
@@ -206,9 +219,15 @@ class BaseDatabase(Generic[F]):
                  on_full: str = "wait", max_lifetime: Optional[float] = None,
                  max_idle: Optional[float] = None, check_idle: Optional[float] = None,
                  autobatch: Optional[int] = None, retries: Optional[int] = None,
+                 replicas: Optional[Sequence[Any]] = None, max_replica_lag: Optional[float] = None,
+                 replica_fallback: str = "primary",
                  pooler: Optional[str] = None,
                  _pool_options: Optional[PoolOptions] = None, **connect_kwargs: Any) -> None:
         target = make_target(url, driver, connect_kwargs)
+        replica_targets = [make_target(u, driver, connect_kwargs)
+                           for u in _replicas.check_urls(replicas)]
+        _check_timeout(max_replica_lag, "max_replica_lag")
+        _replicas.check_fallback(replica_fallback)
         if on_connect is not None and not callable(on_connect):
             raise InterfaceError(f"on_connect must be callable, not {on_connect!r}")
         self._tempfile: Optional[str] = None
@@ -250,8 +269,33 @@ class BaseDatabase(Generic[F]):
         self._close_lock = threading.Lock()
         self._hub: Optional[Hub] = None  # the listening connection, from the first listen()
         self._build_pool(driver_obj, size, config, max_queued, on_full, options)
+        self._replicas: Optional[ReplicaSet] = None
+        if replica_targets:
+            shared = dict(pool_size=pool_size, row_factory=row_factory, timeout=timeout,
+                          on_connect=on_connect, statement_timeout=statement_timeout,
+                          max_queued=max_queued, on_full=on_full, max_lifetime=max_lifetime,
+                          max_idle=max_idle, check_idle=check_idle, retries=retries)
+            self._open_replicas(replica_targets, shared, max_replica_lag, replica_fallback)
         _live.add(self)
         log.debug("%r created", self)
+
+    def _open_replicas(self, targets: list[Any], options: dict[str, Any],
+                       max_lag: Optional[float], fallback: str) -> None:
+        """One Database of this front-end per replica, and the monitor that checks them."""
+        dbs: list[Any] = []
+        try:
+            for number, target in enumerate(targets, 1):
+                dbs.append(type(self)(target, name=f"{self.name}/replica{number}",
+                                      **options, **self._sibling_options()))
+        except BaseException:
+            for db in dbs:
+                db._stop_accepting()
+            self._stop_accepting()
+            raise
+        self._replicas = ReplicaSet(self.name, dbs, max_lag, fallback)
+
+    def _sibling_options(self) -> dict[str, Any]:
+        return {}
 
     def _build_pool(self, driver: Driver, size: int, config: PoolConfig,
                     max_queued: Optional[int], on_full: str, options: PoolOptions) -> None:
@@ -311,8 +355,13 @@ class BaseDatabase(Generic[F]):
 
     def runQuery(self, sql: SQL, params: Params = None, tx: Optional[Transaction] = None, *,
                  row_factory: Any = None, timeout: Optional[float] = None,
-                 statement_timeout: Optional[float] = None) -> Any:
-        """Run a query and return its rows as a list (rows shaped by the row factory)."""
+                 statement_timeout: Optional[float] = None, replica: bool = False) -> Any:
+        """Run a query and return its rows as a list (rows shaped by the row factory).
+
+        ``replica=True``: on a read replica that can serve it (``replicas``)."""
+        if replica and (served_by := self._replica_for(tx)) is not self:
+            return served_by.runQuery(sql, params, row_factory=row_factory, timeout=timeout,
+                                      statement_timeout=statement_timeout)
         sql, params = _statement(sql, params)
         factory = self._row_factory if row_factory is None else rows.resolve(row_factory)
         return self._dispatch(tx, Worker.standalone, (ops.query, sql, params, factory), timeout,
@@ -358,8 +407,14 @@ class BaseDatabase(Generic[F]):
             raise TypeError(f"runInteraction needs a callable, not {type(fn).__name__}")
         return self._call(Worker.atomic, (ops.interaction, fn, args, kwargs), None, None)
 
-    def beginTransaction(self, *, timeout: Optional[float] = None) -> Any:
-        """Pin a worker and open a transaction on it; return its handle."""
+    def beginTransaction(self, *, timeout: Optional[float] = None, replica: bool = False) -> Any:
+        """Pin a worker and open a transaction on it; return its handle.
+
+        ``replica=True``: a read-only transaction on a read replica (``replicas``);
+        pass its handle to this Database's methods or use its own."""
+        if replica:
+            db = self._replica_for(None)
+            return db._call(Worker.begin, (db._new_tx(), True), None, timeout)
         return self._call(Worker.begin, (self._new_tx(),), None, timeout)
 
     def commitTransaction(self, tx: Transaction) -> Any:
@@ -371,9 +426,11 @@ class BaseDatabase(Generic[F]):
         """Roll ``tx`` back and free its worker."""
         return self._finish(tx, False)
 
-    def transaction(self, *, timeout: Optional[float] = None) -> TransactionContext:
-        """``async with db.transaction() as tx``: commit on success, roll back on error."""
-        return TransactionContext(self, timeout)
+    def transaction(self, *, timeout: Optional[float] = None,
+                    replica: bool = False) -> TransactionContext:
+        """``async with db.transaction() as tx``: commit on success, roll back on error.
+        ``replica=True``: read-only, on a read replica (see ``beginTransaction``)."""
+        return TransactionContext(self, timeout, replica)
 
     def runTransaction(self, fn: Callable[..., Any], *args: Any, retries: Optional[int] = None,
                        **kwargs: Any) -> Any:
@@ -403,7 +460,7 @@ class BaseDatabase(Generic[F]):
 
     def stream(self, sql: SQL, params: Params = None, tx: Optional[Transaction] = None, *,
                batch: int = 1000, row_factory: Any = None, timeout: Optional[float] = None,
-               idle_timeout: Optional[float] = None) -> Any:
+               idle_timeout: Optional[float] = None, replica: bool = False) -> Any:
         """The rows of ``sql``, ``batch`` at a time, however many there are.
 
         ``async for row in db.stream(sql)`` (``for`` on adb.sync), or as a
@@ -412,8 +469,12 @@ class BaseDatabase(Generic[F]):
         wait for that worker) or in ``tx``. At most two batches are held; a
         server-side cursor fetches them where the driver has one. With
         ``idle_timeout``, a consumer that asks for nothing that long finds the
-        stream closed (StreamTimeout). See ``adb.stream``.
+        stream closed (StreamTimeout). ``replica=True``: on a read replica
+        (``replicas``). See ``adb.stream``.
         """
+        if replica and (served_by := self._replica_for(tx)) is not self:
+            return served_by.stream(sql, params, batch=batch, row_factory=row_factory,
+                                    timeout=timeout, idle_timeout=idle_timeout)
         sql, params = _statement(sql, params)
         factory = self._row_factory if row_factory is None else rows.resolve(row_factory)
         return self._open_stream(sql, params, tx, batch, factory, timeout, idle_timeout, False)
@@ -454,6 +515,11 @@ class BaseDatabase(Generic[F]):
             raise InterfaceError("batch must be a positive integer, not None")
         _check_count(batch, "batch")
         _check_timeout(idle_timeout, "idle_timeout")
+        owner = self._replica_of(tx)
+        if owner is not None:
+            stream: StreamCore = owner._open_stream(sql, params, tx, batch, factory, timeout,
+                                                    idle_timeout, export)
+            return stream
         if tx is not None:
             self._tx_put(tx)
         kind = SyncStream if self._blocking else self._stream_class
@@ -565,6 +631,8 @@ class BaseDatabase(Generic[F]):
         for key in ("wakeups", "polls", "settled", "largest_batch"):
             stats[key] = getattr(self._handback, key, None)
         stats["listen"] = _listen.idle_stats() if self._hub is None else self._hub.stats()
+        if self._replicas is not None:
+            stats.update(self._replicas.stats())
         return stats
 
     def __repr__(self) -> str:
@@ -581,6 +649,9 @@ class BaseDatabase(Generic[F]):
             pool.stop()
             if self._hub is not None:
                 self._hub.stop()
+            replicas: Optional[ReplicaSet] = getattr(self, "_replicas", None)
+            if replicas is not None:
+                replicas.stop()  # its thread ends, and the replicas' Databases warn in turn
 
     # -- one call ----------------------------------------------------------------------
 
@@ -596,7 +667,34 @@ class BaseDatabase(Generic[F]):
                   timeout: Optional[float], statement_timeout: Optional[float] = None) -> Any:
         if tx is None:
             return self._call(fn, args, None, timeout, statement_timeout)
+        owner = self._replica_of(tx)
+        if owner is not None:
+            return owner._dispatch(tx, fn, args, timeout, statement_timeout)
         return self._call(Worker.in_transaction, args, self._tx_put(tx), None, statement_timeout)
+
+    # -- read replicas (adb.replicas) --------------------------------------------------
+
+    @property
+    def replicas(self) -> tuple[Any, ...]:
+        """The replicas' own Databases (each with its ``stats()``), in the order given."""
+        return () if self._replicas is None else tuple(self._replicas.dbs)
+
+    def _replica_for(self, tx: Optional[Transaction]) -> Any:
+        """The Database a ``replica=True`` call goes to (see ``ReplicaSet.choose``);
+        this one when it has no replicas."""
+        if tx is not None:
+            raise InterfaceError("replica=True with tx=: a transaction's statements run where "
+                                 "it began (begin it with replica=True)")
+        if self._refusal is not None:
+            raise self._refusal
+        return self if self._replicas is None else self._replicas.choose(self)
+
+    def _replica_of(self, tx: object) -> Any:
+        """The replica Database of this one that ``tx`` belongs to (it was begun with
+        ``replica=True``), which then takes the call; None for any other handle."""
+        if self._replicas is None or not isinstance(tx, Transaction) or tx.db is self:
+            return None
+        return next((db for db in self._replicas.dbs if tx.db is db), None)
 
     def _savepoint(self, tx: Transaction, statements: tuple[str, ...], result: Any) -> Any:
         """Run a savepoint's statements in ``tx``; the caller gets ``result``."""
@@ -673,6 +771,9 @@ class BaseDatabase(Generic[F]):
         self._open_tx.discard(tx)
 
     def _finish(self, tx: Transaction, commit: bool) -> Any:
+        owner = self._replica_of(tx)
+        if owner is not None:
+            return owner._finish(tx, commit)
         put = self._tx_put(tx)
         tx.state = TxState.ENDING
         self._open_tx.discard(tx)
@@ -781,6 +882,19 @@ class BaseDatabase(Generic[F]):
            behind the STOPs, and ``_closed`` runs on the loop thread.
         Idempotent: every call returns a future settled at the same moment.
         """
+        if self._replicas is not None and not self._blocking:
+            return self._spawn(self._close_with_replicas(timeout))
+        return self._close_own(timeout)
+
+    async def _close_with_replicas(self, timeout: Optional[float]) -> None:
+        """Close the replicas' Databases and this one together; done when all are."""
+        closing = [db._close(timeout) for db in self.replicas]
+        own = self._close_own(timeout)
+        for future in closing:
+            await future
+        await cast(Any, own)
+
+    def _close_own(self, timeout: Optional[float] = None) -> F:
         done = self._new_future()
         if self._close_state is CloseState.CLOSED:
             self._settle(done, True, None)
@@ -794,6 +908,8 @@ class BaseDatabase(Generic[F]):
     def _close_blocking(self, timeout: Optional[float] = None) -> None:
         """The close sequence of ``_close``, blocking the calling thread until it is done.
         ``timeout`` is one overall limit on the wait for queued calls."""
+        for replica in self.replicas:
+            replica._close_blocking(timeout)
         self._stop_accepting()
         if not self._pool.wait_stopped(_check_timeout(timeout)):
             self._fail_queued()
@@ -814,6 +930,8 @@ class BaseDatabase(Generic[F]):
         self._pool.stop()
         if self._hub is not None:
             self._hub.stop()
+        if self._replicas is not None:
+            self._replicas.stop()
         return True
 
     def _close_timed_out(self) -> None:

@@ -96,6 +96,12 @@ class ServerUnavailable(ConnectionLost):
         super().__init__(message, may_have_run=False)
 
 
+class ReplicaUnavailable(ServerUnavailable):
+    """A ``replica=True`` read found no replica fit to serve it (down, or lagging
+    past ``max_replica_lag``) and the Database says ``replica_fallback="raise"``.
+    The read never ran."""
+
+
 class StatementTimeout(Error):
     """The call ran past its ``statement_timeout`` and was cancelled on the server.
 

@@ -58,7 +58,7 @@ class Database(BaseDatabase[Waiter]):
     if TYPE_CHECKING:  # what each method returns on this front-end (written in BaseDatabase)
         def runQuery(self, sql: SQL, params: Params = None, tx: Optional[Transaction] = None,
                      *, row_factory: Any = None, timeout: Optional[float] = None,
-                     statement_timeout: Optional[float] = None) -> list[Any]: ...
+                     statement_timeout: Optional[float] = None, replica: bool = False) -> list[Any]: ...
 
         def runOperation(self, sql: SQL, params: Params = None,
                          tx: Optional[Transaction] = None, *, timeout: Optional[float] = None,
@@ -71,7 +71,8 @@ class Database(BaseDatabase[Waiter]):
         def runInteraction(self, fn: Callable[..., T], *args: Any,
                            **kwargs: Any) -> T: ...
 
-        def beginTransaction(self, *, timeout: Optional[float] = None) -> Transaction: ...
+        def beginTransaction(self, *, timeout: Optional[float] = None,
+                             replica: bool = False) -> Transaction: ...
 
         def runTransaction(self, fn: Callable[..., T], *args: Any,
                            retries: Optional[int] = None, **kwargs: Any) -> T: ...
@@ -85,7 +86,7 @@ class Database(BaseDatabase[Waiter]):
         def stream(self, sql: SQL, params: Params = None, tx: Optional[Transaction] = None,
                    *, batch: int = 1000, row_factory: Any = None,
                    timeout: Optional[float] = None,
-                   idle_timeout: Optional[float] = None) -> SyncStream: ...
+                   idle_timeout: Optional[float] = None, replica: bool = False) -> SyncStream: ...
 
         def copy_out(self, sql: SQL, params: Params = None, tx: Optional[Transaction] = None,
                      *, batch: int = 1000, timeout: Optional[float] = None,

@@ -63,11 +63,19 @@ class Target:
         user = str(kw.get("user", ""))
         if any(k in kw for k in _SECRET_KEYS):
             user += ":***"
-        host = kw.get("host") or kw.get("unix_socket") or ""
-        port = kw.get("port")
         db = kw.get("database") or kw.get("dbname") or kw.get("db") or ""
-        netloc = (user + "@" if user else "") + str(host) + (f":{port}" if port else "")
+        netloc = (user + "@" if user else "") + ",".join(self._hosts())
         return f"{scheme}://{netloc}/{db}"
+
+    def _hosts(self) -> list[str]:
+        """``host:port`` of each host, several for a multi-host target (libpq's
+        comma-separated ``host``/``port`` form)."""
+        host = str(self.kwargs.get("host") or self.kwargs.get("unix_socket") or "")
+        port = self.kwargs.get("port")
+        hosts, ports = host.split(","), str(port or "").split(",")
+        if len(ports) != len(hosts):
+            ports = ports[:1] * len(hosts)
+        return [h + (f":{p}" if p else "") for h, p in zip(hosts, ports)]
 
     def __repr__(self) -> str:
         return f"Target({self.describe()!r})"

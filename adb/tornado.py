@@ -22,3 +22,6 @@ class Database(_asyncio.Database):
     def __init__(self, url: Any = None, *, ioloop: Optional[IOLoop] = None, **kwargs: Any) -> None:
         self.ioloop = ioloop if ioloop is not None else IOLoop.current()
         super().__init__(url, loop=self.ioloop.asyncio_loop, **kwargs)  # type: ignore[attr-defined]
+
+    def _sibling_options(self) -> dict[str, Any]:
+        return {"ioloop": self.ioloop}

@@ -46,7 +46,8 @@ class Owner(Protocol):
                 statement_timeout: Optional[float] = None) -> Any: ...
     def commitTransaction(self, tx: Transaction) -> Any: ...
     def rollbackTransaction(self, tx: Transaction) -> Any: ...
-    def beginTransaction(self, *, timeout: Optional[float] = None) -> Any: ...
+    def beginTransaction(self, *, timeout: Optional[float] = None,
+                         replica: bool = False) -> Any: ...
     def _interact_in(self, tx: Transaction, fn: Callable[..., Any], args: tuple[Any, ...],
                      kwargs: dict[str, Any]) -> Any: ...
     def _savepoint(self, tx: Transaction, statements: tuple[str, ...], result: Any) -> Any: ...
@@ -160,13 +161,16 @@ class TransactionContext:
     nothing if the block already committed or rolled back itself.
     """
 
-    def __init__(self, db: Owner, timeout: Optional[float] = None) -> None:
+    def __init__(self, db: Owner, timeout: Optional[float] = None,
+                 replica: bool = False) -> None:
         self.db = db
         self.timeout = timeout
+        self.replica = replica
         self.tx: Any = None  # the handle, once the block has begun
 
     async def __aenter__(self) -> Transaction:
-        tx: Transaction = await self.db.beginTransaction(timeout=self.timeout)
+        tx: Transaction = await self.db.beginTransaction(timeout=self.timeout,
+                                                         replica=self.replica)
         self.tx = tx
         return tx
 
@@ -178,7 +182,7 @@ class TransactionContext:
                 await self.db.rollbackTransaction(self.tx)
 
     def __enter__(self) -> Transaction:
-        tx: Transaction = self.db.beginTransaction(timeout=self.timeout)
+        tx: Transaction = self.db.beginTransaction(timeout=self.timeout, replica=self.replica)
         self.tx = tx
         return tx
 

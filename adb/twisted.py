@@ -96,7 +96,7 @@ class Database(BaseDatabase["defer.Deferred[Any]"]):
     if TYPE_CHECKING:  # what each method returns on this front-end (written in BaseDatabase)
         def runQuery(self, sql: SQL, params: Params = None, tx: Optional[Transaction] = None,
                      *, row_factory: Any = None, timeout: Optional[float] = None,
-                     statement_timeout: Optional[float] = None) -> defer.Deferred[list[Any]]: ...
+                     statement_timeout: Optional[float] = None, replica: bool = False) -> defer.Deferred[list[Any]]: ...
 
         def runOperation(self, sql: SQL, params: Params = None,
                          tx: Optional[Transaction] = None, *, timeout: Optional[float] = None,
@@ -109,7 +109,8 @@ class Database(BaseDatabase["defer.Deferred[Any]"]):
         def runInteraction(self, fn: Callable[..., T], *args: Any,
                            **kwargs: Any) -> defer.Deferred[T]: ...
 
-        def beginTransaction(self, *, timeout: Optional[float] = None) -> defer.Deferred[Transaction]: ...
+        def beginTransaction(self, *, timeout: Optional[float] = None,
+                             replica: bool = False) -> defer.Deferred[Transaction]: ...
 
         def runTransaction(self, fn: Callable[..., Any], *args: Any,
                            retries: Optional[int] = None, **kwargs: Any) -> defer.Deferred[Any]: ...
@@ -123,7 +124,7 @@ class Database(BaseDatabase["defer.Deferred[Any]"]):
         def stream(self, sql: SQL, params: Params = None, tx: Optional[Transaction] = None,
                    *, batch: int = 1000, row_factory: Any = None,
                    timeout: Optional[float] = None,
-                   idle_timeout: Optional[float] = None) -> Stream: ...
+                   idle_timeout: Optional[float] = None, replica: bool = False) -> Stream: ...
 
         def copy_out(self, sql: SQL, params: Params = None, tx: Optional[Transaction] = None,
                      *, batch: int = 1000, timeout: Optional[float] = None,
@@ -159,6 +160,9 @@ class Database(BaseDatabase["defer.Deferred[Any]"]):
     def _discard(deferred: defer.Deferred[Any]) -> None:
         deferred.addErrback(lambda _: None)  # its outcome is nobody's: never "unhandled"
         deferred.cancel()
+
+    def _sibling_options(self) -> dict[str, Any]:
+        return {"reactor": self.reactor}
 
     def _spawn(self, coroutine: Any) -> defer.Deferred[Any]:
         return defer.Deferred.fromCoroutine(coroutine)

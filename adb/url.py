@@ -7,6 +7,8 @@ Accepted URLs follow the SQLAlchemy convention, ``family[+driver]://``::
     mysql://user@host:3306/dbname    mysql+pymysql://...          mariadb://...
     sqlite:///relative/path.db       sqlite:////absolute/path.db
     sqlite://                        (an in-memory database)
+    postgresql://u@h1:5432,h2:5433/db?target_session_attrs=read-write
+    mysql://u@h1:3307,h2:3308,h3:3309/db              (several hosts: failover)
 
 The family's bare scheme means its default driver; which drivers exist, and
 which is the default, is what the modules in ``adb.drivers`` declare. Query
@@ -22,6 +24,9 @@ from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 from . import drivers
 from .errors import InterfaceError
 from .target import Family, Target
+
+#: the port a host of a multi-host URL gets when none is written
+DEFAULT_PORTS = {Family.POSTGRESQL: 5432, Family.MYSQL: 3306}
 
 def target_for(driver: str, kwargs: Optional[dict[str, Any]] = None,
                args: tuple[Any, ...] = ()) -> Target:
@@ -45,18 +50,7 @@ def parse_url(url: object) -> Target:
     query: dict[str, Any] = dict(parse_qsl(parts.query, keep_blank_values=True))
     if drivers.family(driver) is Family.SQLITE:
         return target_for(driver, _sqlite_kwargs(url, parts, query))
-    try:
-        port = parts.port
-    except ValueError:
-        raise InterfaceError(
-            f"bad port in database URL {_redact(url)!r}: must be a number 1-65535") from None
-    kwargs: dict[str, Any] = {}
-    if parts.hostname:
-        kwargs["host"] = parts.hostname
-    if port is not None:
-        if not 0 < port < 65536:
-            raise InterfaceError(f"bad port {port} in database URL: must be 1-65535")
-        kwargs["port"] = port
+    kwargs: dict[str, Any] = _host_kwargs(url, parts, drivers.family(driver))
     if parts.username:
         kwargs["user"] = unquote(parts.username)
     if parts.password is not None:
@@ -68,6 +62,55 @@ def parse_url(url: object) -> Target:
         kwargs["database"] = unquote(path)
     kwargs.update(query)
     return target_for(driver, kwargs)
+
+
+def _host_kwargs(url: str, parts: SplitResult, family: Family) -> dict[str, Any]:
+    """``host`` and ``port`` of the URL: one host as it is, several in libpq's
+    comma-separated form with a port for each."""
+    hostlist = parts.netloc.rpartition("@")[2]
+    if "," not in hostlist:
+        try:
+            port = parts.port
+        except ValueError:
+            raise InterfaceError(f"bad port in database URL {_redact(url)!r}: "
+                                 "must be a number 1-65535") from None
+        return _one_host(parts.hostname, port)
+    hosts = [_split_host(url, item) for item in hostlist.split(",")]
+    default = DEFAULT_PORTS.get(family)
+    if any(port is None for _, port in hosts) and default is None:
+        raise InterfaceError(f"several hosts in {_redact(url)!r}, but {family.scheme} "
+                             "has no default port: write one for each host")
+    return {"host": ",".join(host for host, _ in hosts),
+            "port": ",".join(str(default if port is None else port) for _, port in hosts)}
+
+
+def _one_host(hostname: Optional[str], port: Optional[int]) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {}
+    if hostname:
+        kwargs["host"] = hostname
+    if port is not None:
+        if not 0 < port < 65536:
+            raise InterfaceError(f"bad port {port} in database URL: must be 1-65535")
+        kwargs["port"] = port
+    return kwargs
+
+
+def _split_host(url: str, item: str) -> tuple[str, Optional[int]]:
+    """One ``host[:port]`` (or ``[v6]:port``) of a host list."""
+    host, port = item, ""
+    if item.startswith("["):
+        host, _, rest = item[1:].partition("]")
+        port = rest[1:] if rest.startswith(":") else rest
+    elif ":" in item:
+        host, _, port = item.rpartition(":")
+    if not host:
+        raise InterfaceError(f"an empty host in the host list of {_redact(url)!r}")
+    if not port:
+        return unquote(host), None
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise InterfaceError(f"bad port {port!r} for host {host!r} in database URL "
+                             f"{_redact(url)!r}: must be a number 1-65535")
+    return unquote(host), int(port)
 
 
 def _sqlite_kwargs(url: str, parts: SplitResult, query: dict[str, Any]) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 import pytest
 from tornado.httpclient import AsyncHTTPClient
 
+from . import standby
 from .conftest import URLS, require_server
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -26,6 +27,9 @@ def python_blocks(path):
 
 def localise(code):
     """Point the examples at the test servers (ADB_TEST_*_URL may move them)."""
+    if f"127.0.0.1:{standby.PORT}/test" in code:
+        standby.require_standby()
+        code = code.replace(f"postgresql://root@127.0.0.1:{standby.PORT}/test", standby.URL)
     for kind, pattern in DEFAULT_URLS.items():
         if kind == "postgresql" and ('driver="psycopg2"' in code or '"psycopg2", host' in code):
             require_server(kind)  # the keyword form names the default server itself
@@ -35,7 +39,8 @@ def localise(code):
     return code
 
 
-DOC_BLOCKS = [(path, i, code) for path in ("docs/usage.md", "docs/porting-2011.md", "docs/adbapi.md")
+DOC_BLOCKS = [(path, i, code) for path in ("docs/usage.md", "docs/porting-2011.md", "docs/adbapi.md",
+                                            "docs/replicas.md")
               for i, code in enumerate(python_blocks(path))]
 
 

@@ -202,3 +202,39 @@ def test_failed_connect_shows_no_password(kind, caplog):
     text += caplog.text
     assert "cannot connect" in caplog.text
     assert "canary" not in text and quote(CANARY, safe="") not in text
+
+
+@pytest.mark.parametrize("url, host, port, shown", [
+    ("postgresql://u@h1:5432,h2:5433/db?target_session_attrs=read-write",
+     "h1,h2", "5432,5433", "postgresql://u@h1:5432,h2:5433/db"),
+    ("postgresql+psycopg://h1,h2:6000/db", "h1,h2", "5432,6000",
+     "postgresql+psycopg://h1:5432,h2:6000/db"),
+    ("mysql://root:pw@127.0.0.1:3307,127.0.0.1:3308,127.0.0.1:3309/test",
+     "127.0.0.1,127.0.0.1,127.0.0.1", "3307,3308,3309",
+     "mysql://root:***@127.0.0.1:3307,127.0.0.1:3308,127.0.0.1:3309/test"),
+    ("mariadb://[::1]:3307,h%2Dx/test", "::1,h-x", "3307,3306", "mysql://::1:3307,h-x:3306/test"),
+])
+def test_multi_host_urls_keep_libpq_form(url, host, port, shown):
+    target = parse_url(url)
+    assert (target.kwargs["host"], target.kwargs["port"]) == (host, port)
+    assert target.describe() == shown
+    assert "pw" not in repr(target)
+
+
+@pytest.mark.parametrize("url, words", [
+    ("mysql://h1:3307,:3308/t", "empty host"),
+    ("mysql://h1:99999,h2/t", "bad port '99999' for host 'h1'"),
+    ("postgresql://h1:x,h2/t", "bad port 'x'"),
+    ("mysql://u:secretpw@h1,h2:0/t", "bad port '0' for host 'h2'"),
+])
+def test_bad_multi_host_urls_name_the_part(url, words):
+    with pytest.raises(InterfaceError, match=words) as info:
+        parse_url(url)
+    assert "secretpw" not in str(info.value)
+
+
+def test_mysql_host_list_and_session_attrs_are_checked_at_construction():
+    with pytest.raises(InterfaceError, match="target_session_attrs='primary'"):
+        adb.sync.Database("mysql://h1,h2/t?target_session_attrs=primary")
+    with pytest.raises(InterfaceError, match="one port, or one for each host"):
+        adb.sync.Database(driver="pymysql", host="h1,h2,h3", port="1,2")

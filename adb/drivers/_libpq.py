@@ -8,7 +8,7 @@ import os
 import socket
 from typing import Any, Optional, Sequence
 
-from .base import Pooler, column_list, readable
+from .base import Pooler, ReplicaPosition, column_list, readable
 
 #: both libpq drivers work through PostgreSQL poolers such as pgbouncer, in either
 #: mode: PostgreSQL's cancel request names the client connection's own key, which
@@ -64,6 +64,27 @@ def shut_down(fd: int) -> None:
         sock.shutdown(socket.SHUT_RDWR)
     finally:
         sock.close()
+
+
+#: where a hot standby's WAL stands, as byte positions: received, and replayed
+#: (both NULL on a server not in recovery: a primary, or a promoted standby)
+REPLICA_POSITION_SQL = """
+    select (pg_last_wal_receive_lsn() - '0/0'::pg_lsn)::int8,
+           (pg_last_wal_replay_lsn() - '0/0'::pg_lsn)::int8"""
+
+
+def replica_position(conn: Any) -> ReplicaPosition:
+    """How far ``conn``'s server has received and replayed its primary's WAL (both
+    libpq drivers; the connection is in autocommit mode: no transaction is left open)."""
+    cursor = conn.cursor()
+    try:
+        cursor.execute(REPLICA_POSITION_SQL)
+        received, replayed = cursor.fetchone()
+    finally:
+        cursor.close()
+    if received is None or replayed is None:
+        return ReplicaPosition()
+    return ReplicaPosition(received=int(received), replayed=int(replayed))
 
 
 _stream_names = itertools.count(1)

@@ -49,6 +49,18 @@ def check_pooler(value: object) -> Optional[Pooler]:
 
 
 @dataclasses.dataclass(frozen=True)
+class ReplicaPosition:
+    """What a replica says of its lag (``Driver.replica_position``): seconds behind
+    (``lag``, where the server counts them), or the byte positions of its primary's
+    log it has ``received`` and ``replayed`` (``adb.replicas`` times how long
+    received log waits to be replayed). All None: up to date."""
+
+    lag: Optional[float] = None
+    received: Optional[int] = None
+    replayed: Optional[int] = None
+
+
+@dataclasses.dataclass(frozen=True)
 class DriverInfo:
     """What a driver module declares about itself; the registry is built from these.
 
@@ -198,6 +210,15 @@ class Driver:
     def is_disconnect(self, exc: BaseException, conn: Connection) -> bool:
         """True when ``exc`` means ``conn`` is unusable and must be replaced."""
         return False
+
+    # -- replicas (adb.replicas) -------------------------------------------------------
+
+    def replica_position(self, conn: Connection) -> ReplicaPosition:
+        """How far this connection's server is behind its primary, asked by the
+        replica monitor on a connection of its own. Raises, saying why, when the
+        server must not serve reads (replication broken, a cluster node out of
+        sync). A server with no replication adb knows of is up to date."""
+        return ReplicaPosition()
 
     # -- transient failures (adb.retry, Database(retries=N)) ------------------------------
 

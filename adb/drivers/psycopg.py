@@ -29,7 +29,7 @@ from ..errors import InterfaceError
 from ..sqltext import Path, without_terminator
 from ..target import Family
 from . import _libpq
-from .base import Connection, Cursor, Driver, DriverInfo, Pooler
+from .base import Connection, Cursor, Driver, DriverInfo, Pooler, ReplicaPosition
 
 #: connect() keywords that are psycopg's own, not libpq connection options
 _PSYCOPG_KEYS = frozenset({"prepare_threshold", "cursor_factory", "context"})
@@ -74,6 +74,9 @@ class PsycopgDriver(Driver):
         except self.dbapi.ProgrammingError as exc:
             raise InterfaceError(f"bad PostgreSQL connection option: {exc}") from None
         return kwargs
+
+    def replica_position(self, conn: Connection) -> ReplicaPosition:
+        return _libpq.replica_position(conn)
 
     def open(self) -> Connection:
         return self.dbapi.connect(*self.connect_args, autocommit=True, **self.connect_kwargs)

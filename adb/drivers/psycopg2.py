@@ -29,7 +29,7 @@ from ..sqltext import Path, without_terminator
 from ..target import Family
 from . import _libpq
 from ..copytext import lines
-from .base import Connection, Cursor, Driver, DriverInfo, Pooler, chunked
+from .base import Connection, Cursor, Driver, DriverInfo, Pooler, ReplicaPosition, chunked
 
 log = logging.getLogger("adb")
 
@@ -96,6 +96,9 @@ class Psycopg2Driver(Driver):
             message = str(exc).strip()
             raise InterfaceError(f"bad PostgreSQL connection option: {message}") from None
         return kwargs
+
+    def replica_position(self, conn: Connection) -> ReplicaPosition:
+        return _libpq.replica_position(conn)
 
     def open(self) -> Connection:
         conn = super().open()

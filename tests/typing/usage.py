@@ -39,6 +39,10 @@ async def on_asyncio(db: adb.Database, tdb: adb.tornado.Database) -> None:
     assert_type(tx, Transaction)
     assert_type(await db.commitTransaction(tx), None)
     assert_type(await tdb.runQuery("select 1"), list[Any])
+    assert_type(await db.runQuery("select 1", replica=True), list[Any])
+    assert_type(await db.beginTransaction(replica=True), Transaction)
+    async with db.transaction(replica=True) as reading:
+        assert_type(reading, Transaction)
     await db.wait_for_room()
     async for row in db.stream("select 1"):
         assert_type(row, Any)
@@ -61,7 +65,9 @@ def on_sync(db: adb.sync.Database) -> None:
     assert_type(db.runOperation(("insert into t values (%s)", (1,))), int)
     assert_type(db.runInteraction(count), int)
     assert_type(db.beginTransaction(), Transaction)
-    assert_type(db.stream("select 1").fetch(), list[Any])
+    assert_type(db.runQuery("select 1", replica=True), list[Any])
+    assert_type(db.stream("select 1", replica=True).fetch(), list[Any])
+    assert_type(db.replicas, tuple[Any, ...])
     assert_type(db.copy_in("t", [(1,)]), int)
     assert_type(db.runTransaction(move_blocking, 5), str)
     with db.listen("orders") as listener:
@@ -75,6 +81,8 @@ def on_sync(db: adb.sync.Database) -> None:
 
 def on_twisted(db: adb.twisted.Database, pool: adb.twisted.ConnectionPool) -> None:
     assert_type(db.runQuery("select 1"), "Deferred[list[Any]]")
+    assert_type(db.runQuery("select 1", replica=True), "Deferred[list[Any]]")
+    assert_type(db.beginTransaction(replica=True), "Deferred[Transaction]")
     assert_type(db.runInteraction(count), "Deferred[int]")
     assert_type(db.stream("select 1").fetch(), "Deferred[list[Any]]")
     assert_type(db.copy_in("t", [(1,)]), "Deferred[int]")
