@@ -30,22 +30,23 @@ class Claim:
         return self._lock.acquire(False)
 
 
-#: A queued call: one flat tuple ``(future, fn, claim, run_timeout, *args)``.
+#: A queued call: one flat tuple ``(future, fn, claim, run_timeout, trace, *args)``.
 #: The worker runs ``fn(worker, *args)`` and hands ``(future, ok, value)`` back;
 #: ``claim`` is a Claim or None; ``run_timeout`` (seconds or None) is the
-#: watchdog's limit. A flat tuple because 100,000 queued calls hold 100,000 of
+#: watchdog's limit; ``trace`` an ``adb.telemetry.Trace``, or None when the
+#: Database has no telemetry (nor ``slow_call``). A flat tuple because 100,000 queued calls hold 100,000 of
 #: them: a tuple subclass with named fields costs the loop 0.33 us more per call
 #: (2.1 us in all), a nested args tuple 48 bytes. Build one with ``job()``
 #: (``BaseDatabase._call``, the hot path, builds it inline: the function call
 #: alone cost 0.11 us of its 2.4); read one only through the names below.
 Job = Tuple[Any, ...]
-FUTURE, FN, CLAIM, RUN_TIMEOUT, ARGS = range(5)
+FUTURE, FN, CLAIM, RUN_TIMEOUT, TRACE, ARGS = range(6)
 
 
 def job(future: Any, fn: Callable[..., Any], claim: Optional[Claim],
-        run_timeout: Optional[float], args: Tuple[Any, ...]) -> Job:
+        run_timeout: Optional[float], args: Tuple[Any, ...], trace: Any = None) -> Job:
     """The job for one call (see ``Job``); ``future`` None means nobody waits for it."""
-    return (future, fn, claim, run_timeout) + args
+    return (future, fn, claim, run_timeout, trace) + args
 
 
 class CallState(enum.Enum):
@@ -78,5 +79,5 @@ class RunningCall:
         self.cancelled_at = 0.0
 
 
-__all__ = ["Claim", "Job", "job", "FUTURE", "FN", "CLAIM", "RUN_TIMEOUT", "ARGS",
+__all__ = ["Claim", "Job", "job", "FUTURE", "FN", "CLAIM", "RUN_TIMEOUT", "TRACE", "ARGS",
            "CallState", "RunningCall"]

@@ -35,6 +35,7 @@ from .pool import Pool
 from .replicas import ReplicaSet
 from .steps import run_async, run_blocking
 from .stream import Stream, StreamCore, SyncStream
+from .telemetry import Telemetry, check_slow_call
 from .transaction import Transaction, TransactionContext, TxState
 from .url import make_target, target_for
 from .worker import PoolConfig, Worker
@@ -171,6 +172,16 @@ class BaseDatabase(Generic[F]):
         cancel request of ``statement_timeout`` goes through the pooler, psycopg 3
         never prepares statements (transaction mode), and ``listen()`` refuses
         (transaction mode) instead of missing notifications. ``docs/poolers.md``.
+    :param telemetry: True: an OpenTelemetry span per call and the database
+        client metrics (needs the ``otel`` extra; an SDK records them, else
+        they cost little and record nothing). See ``adb.telemetry``.
+    :param slow_call: seconds: log a WARNING (logger ``adb``) for every call that
+        takes longer, from queued to done, with its statement (never its
+        parameters), its wait for a worker and its run time. None (default): off.
+    :param tracer_provider: the OpenTelemetry TracerProvider to use instead of
+        the global one (implies ``telemetry=True``).
+    :param meter_provider: the MeterProvider to use instead of the global one
+        (implies ``telemetry=True``).
 
     The front-end interface. A front-end subclass provides these primitives and
     nothing else; everything else is built here from them:
@@ -221,7 +232,9 @@ class BaseDatabase(Generic[F]):
                  autobatch: Optional[int] = None, retries: Optional[int] = None,
                  replicas: Optional[Sequence[Any]] = None, max_replica_lag: Optional[float] = None,
                  replica_fallback: str = "primary",
-                 pooler: Optional[str] = None,
+                 pooler: Optional[str] = None, telemetry: bool = False,
+                 slow_call: Optional[float] = None, tracer_provider: Any = None,
+                 meter_provider: Any = None,
                  _pool_options: Optional[PoolOptions] = None, **connect_kwargs: Any) -> None:
         target = make_target(url, driver, connect_kwargs)
         replica_targets = [make_target(u, driver, connect_kwargs)
@@ -255,11 +268,15 @@ class BaseDatabase(Generic[F]):
         self._tx_retries_lock = threading.Lock()
         if on_full not in ("wait", "raise"):
             raise InterfaceError(f"on_full must be 'wait' or 'raise', not {on_full!r}")
+        name = name if name is not None else f"adb-{next(_names)}"
         config = PoolConfig(
-            name if name is not None else f"adb-{next(_names)}",
+            name,
             self._lost_error, options.get("check_sql"), options.get("warm", size),
             _check_timeout(max_lifetime, "max_lifetime"), _check_timeout(max_idle, "max_idle"),
-            _check_timeout(check_idle, "check_idle"), autobatch, self._retries or 0)
+            _check_timeout(check_idle, "check_idle"), autobatch, self._retries or 0,
+            telemetry=self._make_telemetry(name, target, telemetry, slow_call,
+                                           tracer_provider, meter_provider))
+        self._telemetry = config.telemetry
         self.name = config.name
         self._pid = os.getpid()
         self._refusal: Optional[BaseException] = None  # raised by every call once closing or forked
@@ -274,10 +291,26 @@ class BaseDatabase(Generic[F]):
             shared = dict(pool_size=pool_size, row_factory=row_factory, timeout=timeout,
                           on_connect=on_connect, statement_timeout=statement_timeout,
                           max_queued=max_queued, on_full=on_full, max_lifetime=max_lifetime,
-                          max_idle=max_idle, check_idle=check_idle, retries=retries)
+                          max_idle=max_idle, check_idle=check_idle, retries=retries,
+                          telemetry=telemetry, slow_call=slow_call,
+                          tracer_provider=tracer_provider, meter_provider=meter_provider)
             self._open_replicas(replica_targets, shared, max_replica_lag, replica_fallback)
         _live.add(self)
         log.debug("%r created", self)
+
+    @staticmethod
+    def _make_telemetry(name: str, target: Any, telemetry: bool,
+                        slow_call: Optional[float], tracer_provider: Any,
+                        meter_provider: Any) -> Optional[Telemetry]:
+        """The Database's Telemetry, or None when it has neither telemetry nor slow_call."""
+        slow = check_slow_call(slow_call)
+        if not isinstance(telemetry, bool):
+            raise InterfaceError(f"telemetry must be True or False, not {telemetry!r}")
+        traced = telemetry or tracer_provider is not None or meter_provider is not None
+        if not traced and slow is None:
+            return None
+        return Telemetry(name, target, traced=traced, slow_call=slow,
+                         tracer_provider=tracer_provider, meter_provider=meter_provider)
 
     def _open_replicas(self, targets: list[Any], options: dict[str, Any],
                        max_lag: Optional[float], fallback: str) -> None:
@@ -313,6 +346,8 @@ class BaseDatabase(Generic[F]):
         self._operation: JobFn = Worker.batchable if config.autobatch > 1 else Worker.standalone
         self._put_shared: Callable[[Job], None] = \
             dispatch.submit if self._admission is None else self._admission.put
+        if config.telemetry is not None:
+            config.telemetry.observe(self._pool, self._admission)
         if options.get("start", True):
             self._pool.start()
 
@@ -756,7 +791,8 @@ class BaseDatabase(Generic[F]):
         if self._refusal is not None:
             raise self._refusal
         future = self._new_future()
-        put((future, fn, None, self._statement_timeout) + args)
+        trace = None if self._telemetry is None else self._telemetry.trace()
+        put((future, fn, None, self._statement_timeout, trace) + args)
         return future
 
     def _end_tx(self, tx: Transaction, commit: bool) -> F:
@@ -797,7 +833,8 @@ class BaseDatabase(Generic[F]):
             if timeout is not None:
                 claim = Claim()
         future = self._new_future()
-        put((future, fn, claim, statement_timeout) + args)  # call.job(), inlined (see Job)
+        put((future, fn, claim, statement_timeout,  # call.job(), inlined (see Job)
+             None if self._telemetry is None else self._telemetry.trace()) + args)
         return self._returned(future, claim, timeout)
 
     def _returned(self, future: F, claim: Optional[Claim], timeout: Optional[float]) -> Any:

@@ -11,6 +11,7 @@ from typing import Any, Callable, Optional, Protocol
 from .dispatch import Queued
 from .errors import TransactionError
 from .savepoint import Savepoint, SavepointContext, Savepoints
+from .telemetry import Telemetry
 from .worker import abandon_job
 
 _ids = itertools.count(1)
@@ -70,6 +71,7 @@ class Transaction:
         self.state = TxState.BEGINNING
         self.worker: Optional[int] = None
         self.savepoints = Savepoints(self.id)
+        self.span: Any = None  # its OpenTelemetry span, begun by its worker if traced
         self._finalizer = weakref.finalize(self, _roll_back_dropped, self.queue, self.id)
 
     def __repr__(self) -> str:
@@ -96,10 +98,17 @@ class Transaction:
         if self.state is TxState.ENDING or self.state in _USABLE:
             self.state = TxState.COMMITTED if committed else TxState.ROLLED_BACK
         self._finalizer.detach()
+        self._end_span("commit" if committed else "rollback")
 
     def fail(self) -> None:
         self.state = TxState.FAILED
         self._finalizer.detach()
+        self._end_span("failed")
+
+    def _end_span(self, outcome: str) -> None:
+        span, self.span = self.span, None
+        if span is not None:
+            Telemetry.end_transaction(span, outcome)
 
     def abandon(self, reason: str) -> None:
         """Mark it failed and have its worker roll it back (its Database is closing)."""

@@ -39,13 +39,14 @@ from queue import Empty, SimpleQueue
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional, Protocol
 
 from . import health, ops
-from .call import ARGS, CLAIM, FN, FUTURE, RUN_TIMEOUT, CallState, Job, RunningCall
+from .call import ARGS, CLAIM, FN, FUTURE, RUN_TIMEOUT, TRACE, CallState, Job, RunningCall
 from .dispatch import STOP, WAKE, Dispatch, Queued
 from .errors import (ConnectionLost, Error, InterfaceError, PoolClosed, ServerUnavailable,
                      StatementTimeout, StreamTimeout, TransactionError, name_attempts)
 from .handback import Handback
 from .rows import RowFactory
 from .sqltext import Path
+from .telemetry import Span, Telemetry, Trace
 
 if TYPE_CHECKING:
     from typing import Concatenate
@@ -84,6 +85,8 @@ class PoolConfig:
     check_idle: Optional[float] = None
     autobatch: int = 1
     retries: int = 0
+    #: spans, metrics and the slow-call log (``adb.telemetry``); None: none of them
+    telemetry: Optional[Telemetry] = None
 
 
 class Crew(Protocol):
@@ -107,6 +110,8 @@ class Tx(Protocol):
     """A transaction as the worker pinned by it sees it (``adb.transaction.Transaction``)."""
 
     queue: SimpleQueue[Queued]
+    #: its span while telemetry traces it (``adb.telemetry``), else None
+    span: Any
 
     def activate(self, worker_index: int) -> None: ...
     def ended(self, committed: bool) -> None: ...
@@ -212,6 +217,8 @@ class Worker:
         self._queue = crew.dispatch.queue
         self._idle = crew.dispatch.idle
         self._config = config
+        self._telemetry = config.telemetry
+        self._tx_span: Any = None  # the span of the transaction pinning it, if traced
         self._conn: Connection = None
         self._born = self._last_used = 0.0
         self._lifetime: Optional[float] = None
@@ -361,7 +368,8 @@ class Worker:
 
     def execute(self, job: Job) -> None:
         """Run an admitted job and hand its outcome back."""
-        future, fn, claim, run_timeout = job[:ARGS]
+        future, fn, claim, run_timeout, trace = job[:ARGS]
+        span = None if trace is None else self.trace_start(trace, fn, job[ARGS:])
         self._busy = True
         deadline = None if run_timeout is None else time.monotonic() + run_timeout
         self._current = running = RunningCall(future, deadline)
@@ -379,8 +387,50 @@ class Worker:
         self._completed += 1
         if not ok:
             self._errors += 1
+        if span is not None:
+            self.trace_end(trace, span, ok, value)
         if future is not None:
             self._handback(future, ok, value)
+
+    def trace_start(self, trace: Trace, fn: JobFn, args: tuple[Any, ...]) -> Optional[Span]:
+        """Open the span of the call about to run (``adb.telemetry``): what it is,
+        its statement, and its parent (the caller's span, or its transaction's)."""
+        telemetry = self._telemetry
+        if telemetry is None:  # a job queued by another Database's code: not traced
+            return None
+        parent, extra = None, {}
+        if fn in _OPS:
+            op = args[0]
+            parent = self._tx_span if fn is Worker.in_transaction else None
+            if op is ops.query or op is ops.operation:
+                return telemetry.start(trace, "", args[1], parent)
+            if op is ops.many:
+                return telemetry.start(trace, "", args[1], parent,
+                                       **{"adb.batch.size": len(args[2])})
+            if op is ops.savepoint:
+                return telemetry.start(trace, "", "; ".join(args[1]), parent)
+            if op is ops.copy_rows or op is ops.copy_text:
+                extra["db.collection.name"] = args[1]
+                return telemetry.start(trace, "COPY", None, parent, **extra)
+            name = "runInteraction" if op is ops.interaction else getattr(op, "__name__", "call")
+            return telemetry.start(trace, name, None, parent)
+        if fn is Worker.begin:
+            tx = args[0]
+            tx.span = telemetry.begin_transaction(trace, bool(args[1:2] and args[1]))
+            return telemetry.start(trace, "BEGIN", None, tx.span)
+        parent = self._tx_span
+        if fn is Worker.finish:
+            return telemetry.start(trace, "COMMIT" if args[1] else "ROLLBACK", None, parent)
+        if fn is Worker.open_stream:
+            return telemetry.start(trace, "", args[3], parent, **{"adb.stream": True})
+        if fn is Worker.fetch_stream:
+            return telemetry.start(trace, "FETCH", None, parent, **{"adb.stream": True})
+        return telemetry.start(trace, getattr(fn, "__name__", "call"), None, parent)
+
+    def trace_end(self, trace: Trace, span: Span, ok: bool, value: Any) -> None:
+        """The call ran: end its span, record its metrics, log it if slow."""
+        assert self._telemetry is not None
+        self._telemetry.end(trace, span, ok, value)
 
     # -- retries of standalone calls (Database(retries=N)) ------------------------------
 
@@ -462,6 +512,7 @@ class Worker:
     def run_unit(self, unit: Unit) -> None:
         """Run ``unit`` as one and hand each call its own outcome (see the module doc)."""
         driver, jobs = self._driver, unit.jobs
+        started = time.perf_counter()
         self._busy = True
         self._current = running = RunningCall(None, unit.deadline())
         conn = error = None
@@ -477,14 +528,22 @@ class Worker:
         self._units += 1
         if error is not None and conn is not None \
                 and (running.state is CallState.CUT or driver.is_disconnect(error, conn)):
+            self.trace_unit(jobs, started, False, error)
             return self.unit_lost(jobs, error)
         self.check_after_cancel(running)
         if error is None:
+            self.trace_unit(jobs, started, True, None)
             self._batched += len(jobs)
             self._completed += len(jobs)
             self._handback.many([(job[FUTURE], True, count) for job, count in zip(jobs, counts)])
         else:
             self.one_by_one(jobs)
+
+    def trace_unit(self, jobs: list[Job], started: float, ok: bool, error: Any) -> None:
+        """Spans for the calls of a unit that ran as one (``adb.telemetry``)."""
+        if self._telemetry is not None:
+            self._telemetry.unit([job[TRACE] for job in jobs], [job[JOB_SQL] for job in jobs],
+                                 ok, error, started)
 
     def unit_lost(self, jobs: list[Job], error: BaseException) -> None:
         """The connection broke under a unit: any of its statements may have run."""
@@ -522,7 +581,12 @@ class Worker:
             self.disconnect(reason)
             if reason == "max_lifetime":
                 self._recycled += 1
-        self._conn = conn = self.crew.open_connection()
+        if self._telemetry is None:
+            self._conn = conn = self.crew.open_connection()
+        else:
+            began = self._telemetry.connecting()
+            self._conn = conn = self.crew.open_connection()
+            self._telemetry.connected(began, conn)
         self._connects += 1
         self._born = self._last_used = now
         self._lifetime = health.lifetime(self._config.max_lifetime)
@@ -730,6 +794,7 @@ class Worker:
             tx.fail()
             raise
         self._pin(tx.queue)
+        self._tx_span = getattr(tx, "span", None)
         tx.activate(self.index)
         return tx
 
@@ -853,6 +918,7 @@ class Worker:
 
     def _unpin(self) -> None:
         self._txq = None
+        self._tx_span = None
         self.crew.dispatch.pinned.discard(self.index)
 
     def rollback_quietly(self) -> None:
@@ -876,6 +942,8 @@ def retry_wait(attempts: int, error: BaseException, connect_wait: Callable[[], f
 
 #: the job functions of standalone calls, which ``Database(retries=N)`` runs again
 _RETRIED = (Worker.standalone, Worker.batchable, Worker.atomic)
+#: the job functions whose first argument is an ``ops.Op``
+_OPS = (*_RETRIED, Worker.in_transaction)
 
 if TYPE_CHECKING:
     #: a job function: ``fn(worker, *args)``, run by the worker that takes the job
@@ -885,7 +953,7 @@ if TYPE_CHECKING:
 def abandon_job(reason: str) -> Job:
     """The job that rolls back the transaction pinning a worker whose caller is gone
     (the Database closing, a handle dropped while open); nobody waits for it."""
-    return (None, Worker.abandon, None, None, reason)
+    return (None, Worker.abandon, None, None, None, reason)
 
 
 __all__ = ["Batch", "Counters", "Crew", "OpenStream", "PoolConfig", "StreamGate", "Tx", "Unit",
