@@ -147,7 +147,8 @@ class Telemetry:
             self._attrs["db.namespace"] = str(namespace)
         self._target = str(namespace or self._attrs["db.system.name"])
         self._ask_server = target.family is Family.MYSQL  # MariaDB or MySQL?
-        self._metric_attrs = {**self._attrs, "db.client.connection.pool.name": name}
+        #: the connection metrics' attributes (the operation's are ``_attrs``)
+        self._pool_attrs = {"db.client.connection.pool.name": name}
         self._duration: Any = None
         self._wait: Any = None
         self._create: Any = None
@@ -187,7 +188,7 @@ class Telemetry:
             return
         ref = weakref.ref(pool)
         parked: Callable[[], int] = _no_parked if admission is None else _weak_parked(admission)
-        attrs = self._metric_attrs
+        attrs = self._pool_attrs
 
         def connections(options: CallbackOptions) -> list[Observation]:
             pool = ref()
@@ -258,9 +259,10 @@ class Telemetry:
             span = tracer.start_span(f"{operation} {table or self._target}", context=ctx,
                                      kind=_trace.SpanKind.CLIENT, attributes=attrs,
                                      start_time=trace.queued_ns)
-            token = _context.attach(_trace.set_span_in_context(span))
+            if span.is_recording():  # the current span in the worker, for nested instrumentation
+                token = _context.attach(_trace.set_span_in_context(span))
             if self._wait is not None:
-                self._wait.record(started - trace.queued, self._metric_attrs)
+                self._wait.record(started - trace.queued, self._pool_attrs)
         return Span(span, token, started, operation, sql)
 
     def end(self, trace: Trace, running: Span, ok: bool, value: Any) -> None:
@@ -269,7 +271,8 @@ class Telemetry:
         span = running.span
         error_type = None if ok else _error_type(value)
         if span is not None:
-            _context.detach(running.token)
+            if running.token is not None:
+                _context.detach(running.token)
             if not ok:
                 span.set_attribute("error.type", error_type)
                 may_have_run = getattr(value, "may_have_run", None)
@@ -277,10 +280,10 @@ class Telemetry:
                     span.set_attribute("adb.may_have_run", bool(may_have_run))
                 span.set_status(_trace.Status(_trace.StatusCode.ERROR, error_type))
             span.end()
-            attrs = self._metric_attrs if ok else {**self._metric_attrs,
-                                                   "error.type": error_type}
-            self._duration.record(ended - trace.queued,
-                                  {**attrs, "db.operation.name": running.operation})
+            attrs = {**self._attrs, "db.operation.name": running.operation}
+            if not ok:
+                attrs["error.type"] = error_type
+            self._duration.record(ended - trace.queued, attrs)
         if self.slow_call is not None and ended - trace.queued > self.slow_call:
             self.log_slow(running, ended - running.started, running.started - trace.queued,
                           ok, error_type)
@@ -334,8 +337,7 @@ class Telemetry:
                 mariadb = False
             if mariadb:
                 self._attrs["db.system.name"] = "mariadb"
-                self._metric_attrs["db.system.name"] = "mariadb"
-        self._create.record(time.perf_counter() - started, self._metric_attrs)
+        self._create.record(time.perf_counter() - started, self._pool_attrs)
 
     def unit(self, traces: list[Optional[Trace]], sql: list[Any], ok: bool, value: Any,
              started: float) -> None:

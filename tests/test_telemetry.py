@@ -16,6 +16,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 import adb
+import adb.errors
 import adb.sync
 from adb.errors import InterfaceError
 from adb.telemetry import describe_sql
@@ -207,7 +208,11 @@ async def test_metrics_under_a_small_load(front, target, table_name, otel):
                if p.attributes["db.operation.name"] == "INSERT"]
     assert len(inserts) == 1 and inserts[0].count == calls
     assert 0 < inserts[0].min <= inserts[0].max < 30
-    assert inserts[0].attributes["db.client.connection.pool.name"] == db.name
+    assert inserts[0].attributes["db.system.name"] in SYSTEMS[target.kind]
+    for name in ("db.client.connection.wait_time", "db.client.connection.count",
+                 "db.client.connection.create_time"):
+        assert {p.attributes["db.client.connection.pool.name"] for p in metrics[name]} \
+            == {db.name}
     waits = metrics["db.client.connection.wait_time"]
     assert sum(p.count for p in waits) == stats["completed"]
     assert all(p.min >= 0 for p in waits)
@@ -320,3 +325,15 @@ def test_without_telemetry_a_database_holds_none(otel):
 ])
 def test_describe_sql(sql, described):
     assert describe_sql(sql) == described
+
+
+async def test_a_call_that_never_reached_the_server_says_it_did_not_run(otel):
+    db = adb.Database("postgresql://nobody@127.0.0.1:1/test", pool_size=1, **otel.options())
+    with pytest.raises(adb.errors.ServerUnavailable):
+        await db.runQuery("select 1")
+    await db.close()
+    [span] = by_statement(otel.spans(), "select 1")
+    assert span.attributes["error.type"] == "adb.errors.ServerUnavailable"
+    assert span.attributes["adb.may_have_run"] is False
+    assert span.attributes["server.port"] == 1
+    assert span.status.status_code is StatusCode.ERROR
