@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 import time
 import weakref
 from typing import Any, Callable, Optional
@@ -157,20 +158,11 @@ class Telemetry:
                 raise InterfaceError(
                     "telemetry needs the OpenTelemetry API: pip install 'adb-async[otel]'")
             self.tracer = _trace.get_tracer("adb", tracer_provider=tracer_provider)
-            meter = _metrics.get_meter("adb", meter_provider=meter_provider)
-            self._meter = meter
-            self._duration = meter.create_histogram(
-                "db.client.operation.duration", unit="s",
-                description="Duration of database client operations.",
-                explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS))
-            self._wait = meter.create_histogram(
-                "db.client.connection.wait_time", unit="s",
-                description="The time it took to obtain an open connection from the pool",
-                explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS))
-            self._create = meter.create_histogram(
-                "db.client.connection.create_time", unit="s",
-                description="The time it took to create a new connection",
-                explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS))
+            instruments = Instruments.of(meter_provider)
+            self._instruments = instruments
+            self._duration = instruments.duration
+            self._wait = instruments.wait
+            self._create = instruments.create
 
     # -- the caller's thread ---------------------------------------------------------
 
@@ -186,48 +178,8 @@ class Telemetry:
         lives (held weakly: a Database dropped unclosed is still collected)."""
         if self.tracer is None:
             return
-        ref = weakref.ref(pool)
         parked: Callable[[], int] = _no_parked if admission is None else _weak_parked(admission)
-        attrs = self._pool_attrs
-
-        def connections(options: CallbackOptions) -> list[Observation]:
-            pool = ref()
-            if pool is None or pool.stopping():
-                return []
-            used = idle = 0
-            for worker in pool.workers:
-                if worker.conn is None:
-                    continue
-                if worker.busy or worker.pinned:
-                    used += 1
-                else:
-                    idle += 1
-            return [Observation(idle, {**attrs, "db.client.connection.state": "idle"}),
-                    Observation(used, {**attrs, "db.client.connection.state": "used"})]
-
-        def pending(options: CallbackOptions) -> list[Observation]:
-            pool = ref()
-            if pool is None or pool.stopping():
-                return []
-            return [Observation(pool.dispatch.queued() + parked(), attrs)]
-
-        def size(options: CallbackOptions) -> list[Observation]:
-            pool = ref()
-            if pool is None or pool.stopping():
-                return []
-            return [Observation(len(pool.workers), attrs)]
-
-        meter = self._meter
-        meter.create_observable_up_down_counter(
-            "db.client.connection.count", [connections], unit="{connection}",
-            description="The number of connections that are currently in state "
-                        "described by the state attribute")
-        meter.create_observable_up_down_counter(
-            "db.client.connection.pending_requests", [pending], unit="{request}",
-            description="The number of current pending requests for an open connection")
-        meter.create_observable_up_down_counter(
-            "db.client.connection.max", [size], unit="{connection}",
-            description="The maximum number of open connections allowed")
+        self._instruments.add(_Observed(weakref.ref(pool), parked, self._pool_attrs))
 
     # -- worker threads --------------------------------------------------------------
 
@@ -349,6 +301,105 @@ class Telemetry:
             running = self.start(trace, "", statement, None, started,
                                  **{"adb.batch.size": len(traces)})
             self.end(trace, running, ok, value)
+
+
+class _Observed:
+    """One Database's pool, as its meter's observable instruments read it."""
+
+    __slots__ = ("pool", "parked", "attrs")
+
+    def __init__(self, pool: Callable[[], Any], parked: Callable[[], int],
+                 attrs: dict[str, Any]) -> None:
+        self.pool = pool  # a weak reference
+        self.parked = parked
+        self.attrs = attrs
+
+
+class Instruments:
+    """adb's instruments on one MeterProvider (None: the global one), made once:
+    a meter keeps the first instrument of a name and ignores the callbacks of a
+    second, so every Database on a provider reports through the same ones, whose
+    callbacks read each live Database's pool."""
+
+    _made: dict[int, Instruments] = {}
+    _lock = threading.Lock()
+
+    @classmethod
+    def of(cls, meter_provider: Any) -> Instruments:
+        key = id(meter_provider)  # None (the global provider) has one id too
+        with cls._lock:
+            made = cls._made.get(key)
+            if made is None or made.provider is not meter_provider:
+                made = cls._made[key] = cls(meter_provider)
+            return made
+
+    def __init__(self, meter_provider: Any) -> None:
+        self.provider = meter_provider
+        self._observed: list[_Observed] = []
+        self._observed_lock = threading.Lock()
+        meter = _metrics.get_meter("adb", meter_provider=meter_provider)
+        buckets = list(DURATION_BUCKETS)
+        self.duration = meter.create_histogram(
+            "db.client.operation.duration", unit="s",
+            description="Duration of database client operations.",
+            explicit_bucket_boundaries_advisory=buckets)
+        self.wait = meter.create_histogram(
+            "db.client.connection.wait_time", unit="s",
+            description="The time it took to obtain an open connection from the pool",
+            explicit_bucket_boundaries_advisory=buckets)
+        self.create = meter.create_histogram(
+            "db.client.connection.create_time", unit="s",
+            description="The time it took to create a new connection",
+            explicit_bucket_boundaries_advisory=buckets)
+        meter.create_observable_up_down_counter(
+            "db.client.connection.count", [self._connections], unit="{connection}",
+            description="The number of connections that are currently in state "
+                        "described by the state attribute")
+        meter.create_observable_up_down_counter(
+            "db.client.connection.pending_requests", [self._pending], unit="{request}",
+            description="The number of current pending requests for an open connection")
+        meter.create_observable_up_down_counter(
+            "db.client.connection.max", [self._max], unit="{connection}",
+            description="The maximum number of open connections allowed")
+
+    def add(self, observed: _Observed) -> None:
+        with self._observed_lock:
+            self._observed.append(observed)
+
+    def _live(self) -> list[tuple[Any, _Observed]]:
+        """The pools still running, each with its record; forgets the others."""
+        live, kept = [], []
+        with self._observed_lock:
+            for observed in self._observed:
+                pool = observed.pool()
+                if pool is None or pool.stopping():
+                    continue
+                kept.append(observed)
+                live.append((pool, observed))
+            self._observed = kept
+        return live
+
+    def _connections(self, options: CallbackOptions) -> list[Observation]:
+        found = []
+        for pool, observed in self._live():
+            used = idle = 0
+            for worker in pool.workers:
+                if worker.conn is None:
+                    continue
+                if worker.busy or worker.pinned:
+                    used += 1
+                else:
+                    idle += 1
+            found += [Observation(idle, {**observed.attrs, "db.client.connection.state": "idle"}),
+                      Observation(used, {**observed.attrs, "db.client.connection.state": "used"})]
+        return found
+
+    def _pending(self, options: CallbackOptions) -> list[Observation]:
+        return [Observation(pool.dispatch.queued() + observed.parked(), observed.attrs)
+                for pool, observed in self._live()]
+
+    def _max(self, options: CallbackOptions) -> list[Observation]:
+        return [Observation(len(pool.workers), observed.attrs) for pool, observed in self._live()]
 
 
 def _no_parked() -> int:

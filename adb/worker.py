@@ -413,6 +413,8 @@ class Worker:
                 extra["db.collection.name"] = args[1]
                 return telemetry.start(trace, "COPY", None, parent, **extra)
             name = "runInteraction" if op is ops.interaction else getattr(op, "__name__", "call")
+            if name.endswith("_op"):  # notify_op: NOTIFY
+                name = name[:-3].upper()
             return telemetry.start(trace, name, None, parent)
         if fn is Worker.begin:
             tx = args[0]

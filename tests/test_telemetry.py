@@ -337,3 +337,31 @@ async def test_a_call_that_never_reached_the_server_says_it_did_not_run(otel):
     assert span.attributes["adb.may_have_run"] is False
     assert span.attributes["server.port"] == 1
     assert span.status.status_code is StatusCode.ERROR
+
+
+def test_every_database_on_one_meter_provider_reports_its_own_connections(otel):
+    dbs = [adb.sync.Database(pool_size=size, name=f"telemetry-{size}", **otel.options())
+           for size in (1, 2)]
+    try:
+        for db in dbs:
+            assert db.runQuery("select 1") == [(1,)]
+        metrics = otel.metrics()
+    finally:
+        for db in dbs:
+            db.close()
+    sizes = {p.attributes["db.client.connection.pool.name"]: p.value
+             for p in metrics["db.client.connection.max"]}
+    assert sizes == {"telemetry-1": 1, "telemetry-2": 2}
+    # closed, they report nothing more
+    assert "db.client.connection.max" not in otel.metrics() or not [
+        p for p in otel.metrics()["db.client.connection.max"]
+        if p.attributes["db.client.connection.pool.name"].startswith("telemetry-")]
+
+
+async def test_notify_and_run_interaction_have_spans_named_for_what_they_are(pg_url, otel):
+    db = adb.Database(pg_url, pool_size=1, **otel.options())
+    await db.notify("adb_telemetry_channel", "hello")
+    assert await db.runInteraction(lambda cursor: 5) == 5
+    await db.close()
+    names = [s.name.split()[0] for s in otel.spans()]
+    assert names == ["NOTIFY", "runInteraction"]
