@@ -134,7 +134,8 @@ async def test_a_failed_call_has_an_error_span_with_its_type(front, target, otel
     assert span.attributes["error.type"] == f"{error.__module__}.{error.__qualname__}"
     assert span.parent.span_id == handler.context.span_id
     durations = otel.metrics()["db.client.operation.duration"]
-    failed = [p for p in durations if p.attributes.get("error.type") == span.attributes["error.type"]]
+    failed = [p for p in durations
+              if p.attributes.get("error.type") == span.attributes["error.type"]]
     assert len(failed) == 1 and failed[0].count == 1
 
 
