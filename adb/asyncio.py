@@ -11,7 +11,7 @@ import asyncio
 from asyncio import _get_running_loop
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Optional, Sequence, TypeVar
 
-from .core import SQL, BaseDatabase, Params
+from .core import SQL, BaseDatabase, Params, frontend_doc
 from .errors import InterfaceError
 from .listener import Listener
 from .stream import Stream
@@ -21,13 +21,15 @@ T = TypeVar("T")
 
 
 class Database(BaseDatabase["asyncio.Future[Any]"]):
-    __doc__ = (BaseDatabase.__doc__ or "").split("\n\n    The front-end interface.")[0] + """
+    """The asyncio front-end's Database: every method returns an awaitable ``asyncio.Future``.
 
     :param loop: the event loop to deliver results on; default: the running loop
         of the first call.
 
-    Every method returns an awaitable ``asyncio.Future``.
+    Every other keyword is an option of ``adb.core.BaseDatabase``, the same on
+    every front-end.
     """
+    __doc__ = frontend_doc(__doc__)
 
     def __init__(self, url: Any = None, *, loop: Optional[asyncio.AbstractEventLoop] = None,
                  **kwargs: Any) -> None:

@@ -1027,6 +1027,19 @@ class BaseDatabase(Generic[F]):
             self._tempfile = None
 
 
+def frontend_doc(doc: Optional[str]) -> str:
+    """A front-end Database's docstring with every front-end's options appended.
+
+    The class keeps a short docstring of its own (what the API reference renders,
+    next to ``BaseDatabase``'s page); ``help()`` shows this longer form, so the
+    options are one keystroke away in a REPL too.
+    """
+    common = (BaseDatabase.__doc__ or "").split("\n\n    The front-end interface.")[0]
+    options = common.split("\n\n", 1)[1].lstrip()  # without its summary line
+    heading = "Options of every front-end (``adb.core.BaseDatabase``):"
+    return f"{(doc or '').rstrip()}\n\n    {heading}\n\n    {options}"
+
+
 def _weak_method(method: Callable[[], None]) -> Callable[[], None]:
     """``method()`` while its object lives; nothing once it has been collected."""
     ref = weakref.WeakMethod(method)
@@ -1095,4 +1108,4 @@ def _check_count(count: object, name: str) -> Optional[int]:
     return count
 
 
-__all__ = ["BaseDatabase"]
+__all__ = ["BaseDatabase", "frontend_doc"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence, TypeVar
 
-from .core import SQL, BaseDatabase, Params
+from .core import SQL, BaseDatabase, Params, frontend_doc
 from .listener import SyncListener
 from .stream import SyncStream
 from .transaction import Transaction
@@ -48,10 +48,12 @@ class Waiter:
 
 
 class Database(BaseDatabase[Waiter]):
-    __doc__ = (BaseDatabase.__doc__ or "").split("\n\n    The front-end interface.")[0] + """
+    """The blocking front-end's Database: every method waits for its result and returns it.
 
-    Every method blocks until its result is there and returns it.
+    Every keyword is an option of ``adb.core.BaseDatabase``, the same on every
+    front-end.
     """
+    __doc__ = frontend_doc(__doc__)
 
     _blocking = True
 

@@ -12,12 +12,20 @@ from typing import Any, Optional
 from tornado.ioloop import IOLoop
 
 from . import asyncio as _asyncio
+from .core import frontend_doc
 
 
 class Database(_asyncio.Database):
-    __doc__ = (_asyncio.Database.__doc__ or "") + """
+    """The Tornado front-end's Database: bound to an IOLoop when it is made.
+
+    Its calls return the asyncio futures Tornado runs on.
+
     :param ioloop: the IOLoop to deliver results on (default ``IOLoop.current()``).
+
+    Every other keyword is an option of ``adb.core.BaseDatabase``, the same on
+    every front-end.
     """
+    __doc__ = frontend_doc(__doc__)
 
     def __init__(self, url: Any = None, *, ioloop: Optional[IOLoop] = None, **kwargs: Any) -> None:
         self.ioloop = ioloop if ioloop is not None else IOLoop.current()

@@ -17,7 +17,7 @@ from twisted.internet import defer
 from twisted.python import failure, log
 
 from . import errors, listener, stream
-from .core import SQL, BaseDatabase, Params, PoolOptions
+from .core import SQL, BaseDatabase, Params, PoolOptions, frontend_doc
 from .drivers.base import Connection, Cursor, Driver
 from .listen import Item
 from .pool import Pool
@@ -76,13 +76,16 @@ class Listener(listener.Listener):
 
 
 class Database(BaseDatabase["defer.Deferred[Any]"]):
-    __doc__ = (BaseDatabase.__doc__ or "").split("\n\n    The front-end interface.")[0] + """
+    """adb's own API for Twisted: every method returns a ``Deferred``.
+
+    Cancelling a Deferred whose call has not started removes it from the queue.
 
     :param reactor: the reactor to deliver results on (default: the global one).
 
-    Every method returns a ``Deferred``; cancelling one that has not started
-    removes it from the queue.
+    Every other keyword is an option of ``adb.core.BaseDatabase``, the same on
+    every front-end.
     """
+    __doc__ = frontend_doc(__doc__)
 
     _lost_error = ConnectionLost
 
