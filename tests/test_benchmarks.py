@@ -427,3 +427,13 @@ def test_notify_latency_verification_catches_a_wrong_sequence():
     bad.add("hello")
     with pytest.raises(WrongResult, match="a payload that was not sent"):
         notify.figures_of(bad, 2, 0)
+
+
+@pytest.mark.parametrize("rows, clients, size", [
+    (100_000, 10, 64), (203, 4, 64), (203, 4, 1), (5, 10, 64), (640, 10, 64), (100_000, 10, 1)])
+def test_the_c_clients_plan_covers_exactly_the_rows(rows, clients, size):
+    from benchmarks.systems.cclients import plan
+    rounds = plan(rows, clients, size)
+    assert sum(one.rows for one in rounds) == rows
+    assert all(one.clients <= clients and 1 <= one.size <= size for one in rounds)
+    assert rounds[0].size == (size if rows >= clients * size else rounds[0].size)

@@ -162,6 +162,11 @@ SYSTEMS = {s.name: s for s in [
            note="C clients; parallel-insert's keys from a server-side sequence",
            runners={"parallel-insert": cclients.run, "bulk": cclients_bulk.run},
            optional_calls=BULK, scenario_programs={"bulk": ("psql", "mysql")}),
+    System("c-client-pipelined", f"the limit, batched: pgbench pipelines / mysqlslap "
+           f"multi-statement messages of {cclients.MESSAGE} inserts", SERVERS,
+           programs=("pgbench", "mysqlslap"),
+           note="one commit per message: the shape of adb's autobatch=64 units",
+           runners={"parallel-insert": cclients.run_pipelined}),
 ]}
 
 #: MongoDB's clients, for the MongoDB scenarios (their ``ROSTER``); the figures come
