@@ -8,8 +8,9 @@ data column.
 
 from __future__ import annotations
 
+import threading
 import time
-from typing import Optional
+from typing import Any, Callable, Optional
 
 import adb.sync
 
@@ -31,12 +32,21 @@ def params(rows: int) -> list[tuple[int, str]]:
     return [(i, str(i)) for i in range(rows)]
 
 
+#: how often the progress of a run is sampled (systems with ``stats``: adb's)
+SAMPLE_EVERY = 0.1
+#: the opening stretch whose rate the warm-up figure compares with the run's
+OPENING = 0.5
+
+
 async def run(calls: Calls, spec: RunSpec) -> Figures:
     """Warm every connection, then fire all N inserts at once and wait for them."""
     sql = statement(calls.paramstyle)
     rows = params(spec.rows)
     await calls.map(lambda _: calls.query("select 1"), range(spec.pool_size * 2))
+    sampler = Sampler(calls.stats) if calls.stats is not None else None
     start = time.perf_counter()
+    if sampler is not None:
+        sampler.start(start)
     done = await calls.map(lambda p: calls.execute(sql, p), rows)
     seconds = time.perf_counter() - start
     figures: Figures = {"seconds": seconds, "ok_calls": len(done),
@@ -45,7 +55,54 @@ async def run(calls: Calls, spec: RunSpec) -> Figures:
         stats = calls.stats()
         figures.update(wakeups=stats["wakeups"], polls=stats.get("polls"),
                        largest_batch=stats["largest_batch"])
+    if sampler is not None:
+        figures.update(sampler.figures(seconds, spec.rows))
     return figures
+
+
+class Sampler:
+    """The run's progress, read from the pool's own completed-call counter by a
+    thread every ``SAMPLE_EVERY`` s (no query, nothing on the event loop): the
+    ``progress`` curve in the JSON, and the opening rate, which says whether the
+    run warms up (``opening_rows_per_s`` over the first ``OPENING`` s, and its
+    ratio to the whole run's rate)."""
+
+    def __init__(self, stats: Callable[[], dict[str, Any]]) -> None:
+        self.stats = stats
+        self.base = stats()["completed"]
+        self.samples: list[tuple[float, int]] = []
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self.sample, daemon=True,
+                                       name="progress-sampler")
+        self.start_time = 0.0
+
+    def start(self, start_time: float) -> None:
+        self.start_time = start_time
+        self.thread.start()
+
+    def sample(self) -> None:
+        while not self.stopped.wait(SAMPLE_EVERY):
+            done = self.stats()["completed"] - self.base
+            self.samples.append((time.perf_counter() - self.start_time, done))
+
+    def figures(self, seconds: float, rows: int) -> Figures:
+        self.stopped.set()
+        self.thread.join()
+        curve = [(0.0, 0), *self.samples, (seconds, rows)]
+        opening = min(OPENING, seconds)
+        reached = _at(curve, opening)
+        rate = rows / seconds
+        return {"progress": [[round(t, 3), n] for t, n in curve],
+                "opening_rows_per_s": reached / opening,
+                "opening_ratio": reached / opening / rate}
+
+
+def _at(curve: list[tuple[float, int]], when: float) -> float:
+    """Calls done at ``when``, interpolated between the samples either side."""
+    for (t0, n0), (t1, n1) in zip(curve, curve[1:]):
+        if t0 <= when <= t1:
+            return n0 + (n1 - n0) * ((when - t0) / (t1 - t0) if t1 > t0 else 1.0)
+    return float(curve[-1][1])
 
 
 def prepare(url: str, rows: int) -> None:
@@ -77,4 +134,5 @@ SCENARIO = Scenario(
     prepare=prepare, run=run, verify=verify, table=TABLE,
     fields=(("rows_per_s", "rows/s", "{:,.0f}"), ("seconds", "seconds", "{:.2f}"),
             ("peak_rss_mb", "peak RSS MB", "{:.0f}"),
-            ("cpu_us_per_row", "CPU us/row", "{:.0f}")))
+            ("cpu_us_per_row", "CPU us/row", "{:.0f}"),
+            ("opening_ratio", "first 0.5s", "{:.2f}")))
