@@ -3,6 +3,7 @@
 Two endpoints, as TechEmpower defines them:
 
 - ``/plaintext``: ``Hello, World!`` (the seed's hello-world handler; no database);
+- ``/loop``: the class of the event loop serving (what ``--loop`` asked for);
 - ``/db``: one row of ``world`` by a random id in 1..10000, as JSON
   ``{"id": ..., "randomNumber": ...}``, read anew on every request. ``/db?id=N``
   asks for row N, so the harness can check sampled answers.
@@ -14,6 +15,7 @@ them from ``open_calls``, in the server process (``benchmarks.webserver``).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -43,6 +45,27 @@ class ServerConfig(TypedDict):
     pool_size: int
     port: int
     processes: int
+    loop: str  # an asyncio server's event loop: "asyncio" or "uvloop" (LOOPS)
+
+
+#: the event loops an asyncio server may run on (``--loop``)
+LOOPS = ("asyncio", "uvloop")
+
+
+def run_loop(main: Any, loop: str) -> None:
+    """Run the coroutine ``main`` on a new loop of the kind ``loop`` names."""
+    if loop == "uvloop":
+        import uvloop
+        uvloop.run(main)
+    else:
+        asyncio.run(main)
+
+
+def loop_name() -> str:
+    """The running loop's class, as ``/loop`` answers it (``uvloop.Loop``, or
+    ``asyncio.unix_events._UnixSelectorEventLoop``): what the harness checks."""
+    loop = asyncio.get_running_loop()
+    return f"{type(loop).__module__}.{type(loop).__qualname__}"
 
 
 @contextlib.asynccontextmanager
@@ -85,7 +108,13 @@ def tornado_app(calls: Optional[Calls]) -> Application:
             self.set_header("Content-Type", "text/plain")
             self.write(HELLO)
 
-    handlers: list[tuple[str, type[web.RequestHandler]]] = [(r"/plaintext", Plaintext)]
+    class Loop(web.RequestHandler):
+        def get(self) -> None:
+            self.set_header("Content-Type", "text/plain")
+            self.write(loop_name())
+
+    handlers: list[tuple[str, type[web.RequestHandler]]] = [(r"/plaintext", Plaintext),
+                                                            (r"/loop", Loop)]
     if calls is not None:
         handlers.append((r"/db", _tornado_single_query(calls)))
     return web.Application(handlers, log_function=lambda handler: None)
@@ -133,6 +162,9 @@ def starlette_app() -> Starlette:
     async def plaintext(request: Request) -> Response:
         return PlainTextResponse(HELLO)
 
+    async def running_loop(request: Request) -> Response:
+        return PlainTextResponse(loop_name())
+
     async def single_query(request: Request) -> Response:
         try:
             row_id = pick_id(request.query_params.get("id"))
@@ -142,7 +174,8 @@ def starlette_app() -> Starlette:
         (row_id, number), = rows
         return JSONResponse({"id": row_id, "randomNumber": number})
 
-    return Starlette(routes=[Route("/plaintext", plaintext), Route("/db", single_query)],
+    return Starlette(routes=[Route("/plaintext", plaintext), Route("/loop", running_loop),
+                             Route("/db", single_query)],
                      lifespan=lifespan)
 
 

@@ -53,11 +53,12 @@ class WebServer:
             return SYSTEMS[self.system].unavailable(kind)
         return None
 
-    def config(self, url: str, pool_size: int, processes: int, port: int) -> ServerConfig:
+    def config(self, url: str, pool_size: int, processes: int, port: int,
+               loop: str = "asyncio") -> ServerConfig:
         """What the server process is told (``python -m benchmarks.webserver CONFIG``)."""
         return {"framework": self.framework, "system": self.system, "url": url,
                 "pool_size": self.pool_size or pool_size, "port": port,
-                "processes": processes if self.processes == "N" else 1}
+                "processes": processes if self.processes == "N" else 1, "loop": loop}
 
 
 def free_port() -> int:

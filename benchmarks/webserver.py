@@ -3,7 +3,8 @@
 CONFIG (``benchmarks.webapps.ServerConfig``): ``framework`` (``tornado``,
 ``starlette``, ``twisted-web``), ``system`` (a ``benchmarks.systems`` name, or None
 for the hello-world endpoint alone), ``url``, ``pool_size``, ``processes`` and
-``port``. Multi-process servers fork (Tornado's ``start(N)``) or spawn (uvicorn's
+``port``, and ``loop`` (``asyncio`` or ``uvloop``, for the asyncio servers; Twisted
+Web runs on Twisted's reactor). Multi-process servers fork (Tornado's ``start(N)``) or spawn (uvicorn's
 ``--workers N``) before any process opens its database connections, as adb's fork
 check demands. The harness (``benchmarks.webroster.running``) stops the server by
 killing its process group. Access logs are off everywhere.
@@ -19,7 +20,7 @@ from typing import Any, Callable
 
 from .systems import SYSTEMS
 from .systems.common import kind_of
-from .webapps import ServerConfig, open_calls, tornado_app, twisted_site
+from .webapps import ServerConfig, open_calls, run_loop, tornado_app, twisted_site
 from .worlds import the_reactor, world
 
 
@@ -39,7 +40,7 @@ def serve_tornado(config: ServerConfig) -> None:
             server = HTTPServer(tornado_app(calls))
             server.add_sockets(sockets)
             await asyncio.Event().wait()
-    asyncio.run(main())
+    run_loop(main(), config["loop"])
 
 
 def serve_starlette(config: ServerConfig) -> None:
@@ -47,7 +48,7 @@ def serve_starlette(config: ServerConfig) -> None:
     os.environ["ADB_WEB_SERVER"] = json.dumps(config)
     uvicorn.run("benchmarks.webapps:starlette_app", factory=True, host="127.0.0.1",
                 port=config["port"], workers=config["processes"], log_level="warning",
-                access_log=False)
+                access_log=False, loop=config["loop"])
 
 
 def serve_twisted(config: ServerConfig) -> None:

@@ -113,6 +113,13 @@ def test_tiny_run_of_every_system_and_the_json(kind, tmp_path):
     assert {"python", "cpu_count", "libraries", "server", "platform"} <= set(document["environment"])
     assert document["rows"] == 203 and len(document["runs"]) == len(document["summary"])
     assert all(run["figures"]["ok_calls"] == 203 for run in document["runs"])
+    curves = {run["system"]: run["figures"]["progress"] for run in document["runs"]
+              if "progress" in run["figures"]}
+    assert {"adb-asyncio", "adb-asyncio-autobatch", "adb-sync"} <= set(curves)
+    for name, curve in curves.items():  # adb's own counter, sampled while the burst runs
+        assert curve[0] == [0.0, 0] and curve[-1][1] == 203, (name, curve)
+        assert all(a[0] <= b[0] and a[1] <= b[1] for a, b in zip(curve, curve[1:])), name
+        assert document["summary"][name]["opening_ratio"]["median"] > 0
     assert (tmp_path / "run.svg").read_text().startswith("<?xml")
 
 
@@ -264,8 +271,40 @@ def test_web_scenario_loads_every_server_and_checks_its_answers(kind, tmp_path):
         {"asyncpg"} if kind == "postgresql" else {"aiomysql"})
     assert used <= set(document["environment"]["libraries"])  # every framework and server
     assert document["options"] == {"duration": 1, "connections": "4,16",
-                                   "processes": os.cpu_count() or 1}
-    assert chart.read_text().startswith("<?xml")
+                                   "processes": os.cpu_count() or 1, "loop": "asyncio"}
+    for run in document["runs"]:  # uvicorn would pick uvloop by itself: asked, it must not
+        framework = web.ROSTER[run["system"]].framework
+        loop = run["figures"]["loop"]
+        assert loop == "twisted reactor" if framework == "twisted-web" else \
+            loop.startswith("asyncio.") and "uvloop" not in loop, (run["system"], loop)
+    assert chart.read_text().startswith("<?xml") and "asyncio loop" in chart.read_text()
+
+
+@pytest.mark.parametrize("kind", ["postgresql", "mysql"])
+def test_web_scenario_runs_the_asyncio_servers_on_uvloop(kind, tmp_path):
+    """``--loop uvloop``: Tornado and Starlette (1 and N processes) serve from
+    uvloop's loop, as each server says at ``/loop``; the JSON and the chart say so."""
+    require_server(kind)
+    _require_tool("wrk")
+    servers = ["tornado+adb", "tornado+adb xN", "starlette+adb", "starlette+adb xN"]
+    out, chart = tmp_path / "web.json", tmp_path / "web.svg"
+    code = cli.main(["--scenario", "web", "--dburl", URLS[kind], "--duration", "1",
+                     "--connections", "4", "--pool_size", "4", "--loop", "uvloop",
+                     "--systems", ",".join(servers), "--json", str(out), "--plot", str(chart)])
+    document = json.loads(out.read_text())
+    assert code == 0, document["summary"]
+    assert document["options"]["loop"] == "uvloop"
+    assert sorted(run["system"] for run in document["runs"]) == sorted(servers)
+    assert {run["figures"]["loop"] for run in document["runs"]} == {"uvloop.Loop"}
+    for entry in document["summary"].values():
+        assert entry["errors"] == [] and entry["rps_c4"]["median"] > 0
+    assert "uvloop loop" in chart.read_text()
+
+
+def test_web_loop_option_is_checked(capsys):
+    with pytest.raises(SystemExit):
+        cli.parse(["--scenario", "web", "--loop", "trio"])
+    assert "invalid choice: 'trio'" in capsys.readouterr().err
 
 
 def test_web_hello_runs_the_seed_experiment_with_ab(tmp_path):

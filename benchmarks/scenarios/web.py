@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import importlib.util
 import json
 import os
 import random
@@ -26,7 +27,7 @@ from .. import load, webroster
 from ..report import Field, Summary, line_chart
 from ..sql import placeholder
 from ..systems.common import Figures, Options
-from ..webapps import WORLD_ROWS
+from ..webapps import LOOPS, WORLD_ROWS
 from ..webroster import WebServer, free_port, running
 from .base import Progress, Scenario, WrongResult
 
@@ -50,6 +51,10 @@ ROSTER = {s.name: s for s in [
               "aiomysql", kinds=_MY),
     WebServer("starlette+aiomysql xN", "Starlette on uvicorn + aiomysql, N workers",
               "starlette", "aiomysql", "N", kinds=_MY),
+    WebServer("starlette+adb", "Starlette on uvicorn + adb (asyncio front-end), 1 worker",
+              "starlette", "adb-asyncio"),
+    WebServer("starlette+adb xN", "Starlette on uvicorn + adb, N workers", "starlette",
+              "adb-asyncio", "N"),
     WebServer("twisted-web+adb", "Twisted Web + adb.twisted, 1 process", "twisted-web",
               "adb-twisted"),
     WebServer("twisted-web+adbapi", "Twisted Web + twisted.enterprise.adbapi, 1 process",
@@ -64,6 +69,19 @@ def add_arguments(group: argparse._ArgumentGroup) -> None:
                        help="web: wrk connection counts, comma-separated (16,64,256)")
     group.add_argument("--processes", type=int, default=os.cpu_count() or 1,
                        help="web: N of the multi-process servers (the CPU count)")
+    group.add_argument("--loop", choices=LOOPS, default="asyncio",
+                       help="web: the event loop of the asyncio servers (Tornado, Starlette "
+                            "on uvicorn); Twisted Web keeps its own reactor")
+
+
+def event_loop(options: Options) -> str:
+    """``--loop``, checked: uvloop must be importable here."""
+    loop = str(options.get("loop") or "asyncio")
+    if loop not in LOOPS:
+        raise ValueError(f"--loop must be one of {', '.join(LOOPS)}, not {loop!r}")
+    if loop == "uvloop" and importlib.util.find_spec("uvloop") is None:
+        raise ValueError("--loop uvloop: uvloop is not installed (pip install 'adb-async[bench]')")
+    return loop
 
 
 def levels(options: Options) -> list[int]:
@@ -78,6 +96,7 @@ def levels(options: Options) -> list[int]:
 
 def fields(options: Options) -> tuple[Field, ...]:
     """requests/s at each level (the highest first: the headline), then p99 latency."""
+    event_loop(options)
     ordered = sorted(levels(options), reverse=True)
     return (tuple((f"rps_c{c}", f"req/s @{c}", "{:,.0f}") for c in ordered)
             + tuple((f"p99_ms_c{c}", f"p99 ms @{c}", "{:.1f}") for c in ordered))
@@ -108,10 +127,12 @@ def launch(name: str, url: str, pool_size: int, options: Options,
     """Start server ``name``, check samples, load it level by level, stop it."""
     server = ROSTER[name]
     duration = int(options.get("duration", 10))
-    config = server.config(url, pool_size, int(options.get("processes", 1)), free_port())
+    loop = event_loop(options)
+    config = server.config(url, pool_size, int(options.get("processes", 1)), free_port(), loop)
     expected = _table(url)
     figures: Figures = {"processes": config["processes"]}
     with running(config, "/db?id=1") as base:
+        figures["loop"] = _serving_loop(base, server, loop)
         figures["sampled_ok"], figures["sampled_bad"] = _sample(base, expected)
         load.wrk(base + "/db", min(8, min(levels(options))), 1)  # primer
         load.wrk(base + "/db", max(levels(options)), min(duration, 3))  # warm-up
@@ -145,10 +166,23 @@ def verify(url: str, rows: int, figures: Optional[Figures] = None) -> None:
 def plot(path: str, summary: Summary, title: str, options: Options) -> None:
     """Requests/s against connections, one line per server (median; bars min-max)."""
     xs = levels(options)
+    title = f"{title} ({event_loop(options)} loop)"
     lines = {name: [(c, entry[f"rps_c{c}"]) for c in xs] for name, entry in summary.items()
              if all(f"rps_c{c}" in entry for c in xs)}
     line_chart(path, title, lines, "wrk connections (keep-alive)",
                "requests/s (median; bars min-max)", log_base=2)
+
+
+def _serving_loop(base: str, server: WebServer, asked: str) -> str:
+    """The loop the server says it runs on (``/loop``); WrongResult unless it is the
+    one asked for, so a run never claims uvloop falsely. Twisted Web: its reactor."""
+    if server.framework == "twisted-web":
+        return "twisted reactor"
+    with urllib.request.urlopen(f"{base}/loop", timeout=10) as response:
+        serving = response.read().decode()
+    if ("uvloop" in serving) != (asked == "uvloop"):
+        raise WrongResult(f"{server.name} was asked for the {asked} loop and runs on {serving}")
+    return serving
 
 
 def _table(url: str) -> dict[int, int]:

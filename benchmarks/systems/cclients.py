@@ -1,4 +1,4 @@
-"""The physical limit: the servers' own C benchmark clients, same inserts, same concurrency.
+r"""The physical limit: the servers' own C benchmark clients, same inserts, same concurrency.
 
 pgbench and mysqlslap cannot number rows per call, so the key comes from a
 server-side sequence starting at 0 (one ``nextval`` per insert): the rows and
