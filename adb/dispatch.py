@@ -92,8 +92,10 @@ class Dispatch:
         without this the busy workers, each needing the GIL only briefly to take
         its next job (or gather its next unit) before it waits on the server again,
         get it only when the interpreter's switch interval (5 ms) takes it from the
-        caller: the first half second of a 100,000-call burst then ran at a third of
-        the rate that follows (docs/performance.md)."""
+        caller: the first half second of a 100,000-call burst then ran at a fifth
+        (one call per statement) to two thirds (``autobatch``) of the round's rate
+        (docs/performance.md). Callers in several threads share the countdown; a
+        lost decrement only moves the next release by a call."""
         self.until_yield = YIELD_EVERY
         _release_gil()
 
