@@ -6,8 +6,9 @@
   every other supported interpreter found here.
 
 ``.ci/run`` runs the README's test command (the whole suite on the default
-interpreter) and then ``nox -f .ci/noxfile.py -s core``, so CI fails when any of them
-fails. By hand: ``.venv/bin/nox -f .ci/noxfile.py -s core`` (or ``-s core-3.12``).
+interpreter) and then ``.ci/matrix``, which runs every ``core`` session side by side, so
+CI fails when any of them fails. By hand: ``.venv/bin/nox -f .ci/noxfile.py -s core``
+(or ``-s core-3.12``).
 
 Interpreters are found on ``PATH`` (``python3.12``) or under pyenv's
 ``~/.pyenv/versions``; a supported one that is missing is reported with how to get it.
