@@ -122,12 +122,25 @@ def test_signal_sent_as_polling_began_settles_without_a_second_timer():
     assert rec.scheduled == []  # still polling: the flag stays set
 
 
+def held_workers(db, size):
+    """Occupy every worker of ``db`` until the returned gate is set: a burst queued
+    meanwhile is certain to find the pool saturated when results start coming back
+    (its caller releases the GIL to the workers as it queues, so without the gate the
+    workers of a loaded machine may finish a burst before the loop first drains)."""
+    gate = threading.Event()
+    held = [db.runInteraction(lambda cursor: gate.wait(30)) for _ in range(size)]
+    return gate, held
+
+
 async def test_saturated_burst_polls_and_delivers_every_result(tmp_path):
     db = adb.Database(f"sqlite:///{tmp_path}/p.db", pool_size=2)
     await db.runOperation("create table t (k int primary key)")
     n = 3000
-    counts = await asyncio.gather(*(db.runOperation("insert into t values (?)", (i,))
-                                    for i in range(n)))
+    gate, held = held_workers(db, 2)
+    burst = [db.runOperation("insert into t values (?)", (i,)) for i in range(n)]
+    gate.set()
+    await asyncio.gather(*held)
+    counts = await asyncio.gather(*burst)
     stats = db.stats()
     assert counts == [1] * n
     assert stats["polls"] > 0 and stats["wakeups"] < stats["polls"], stats
@@ -163,7 +176,10 @@ async def test_no_timed_drains_while_a_transaction_pins_a_worker(tmp_path):
     assert rows == [[(1,)]] * 2000
     assert db.stats()["polls"] == 0  # saturated by the burst, but a worker is pinned
     await db.commitTransaction(tx)
-    await asyncio.gather(*(db.runQuery("select 1") for _ in range(2000)))
+    gate, held = held_workers(db, 2)
+    burst = [db.runQuery("select 1") for _ in range(2000)]
+    gate.set()
+    await asyncio.gather(*held, *burst)
     assert db.stats()["polls"] > 0  # the same burst with no transaction open
     await db.close()
 
