@@ -110,3 +110,13 @@ def _done(front):
     future = asyncio.get_running_loop().create_future()
     future.set_result(None)
     return future
+
+
+def hold_workers(db, count, seconds=30.0):
+    """Occupy ``count`` workers of ``db`` (any front-end) until the returned gate is set,
+    so that calls made meanwhile are certain to wait in the queue: ``(gate, held)``,
+    ``held`` being the interactions' futures or Deferreds, done once the gate opens.
+    A caller queuing calls releases the GIL to the workers as it goes, so without a
+    gate a loaded machine's workers may take calls as fast as they are queued."""
+    gate = threading.Event()
+    return gate, [db.runInteraction(lambda cursor: gate.wait(seconds)) for _ in range(count)]

@@ -26,6 +26,7 @@ from adb.url import make_target
 
 from .conftest import URLS, require_server
 from .faults import Ledger, TokenTable, cut_repeatedly, fire, recovers, repeatedly
+from .idioms import hold_workers
 from .test_faults import kill_all, proxy_for, report, server_of, url_for, url_of, via
 
 #: a column whose bad input is a type error on each server; SQLite needs a CHECK for one
@@ -51,8 +52,7 @@ async def outcomes(url, calls, *, autobatch_size, setup=()):
     try:
         for sql, params in setup:
             await db.runOperation(sql, params)
-        release = threading.Event()
-        blocker = db.runInteraction(lambda cursor: release.wait(10))
+        release, (blocker,) = hold_workers(db, 1, 10)
         futures = [db.runOperation(sql, params) for sql, params in calls]
         release.set()
         await blocker
@@ -131,8 +131,7 @@ async def test_only_standalone_operations_are_batched(target, table):
     db = adb.Database(target.url, pool_size=1, autobatch=64)
     ins = target.sql(f"insert into {table} (k, v, n) values (%s, %s, %s)")
     try:
-        release = threading.Event()
-        blocker = db.runInteraction(lambda cursor: release.wait(10))
+        release, (blocker,) = hold_workers(db, 1, 10)
         queued: list[asyncio.Future[Any]] = [db.runQuery(f"select count(*) from {table}"),
                   db.runOperation(target.sql(f"update {table} set n = 0 where k = %s"), (1,)),
                   db.runQuery(f"select count(*) from {table}")]
@@ -184,8 +183,7 @@ async def test_a_statement_past_its_timeout_fails_alone(target, table):
     ins = target.sql(f"insert into {table} (k, v, n) values (%s, %s, %s)")
     db = adb.Database(target.url, pool_size=1, autobatch=64)
     try:
-        release = threading.Event()
-        blocker = db.runInteraction(lambda cursor: release.wait(10))
+        release, (blocker,) = hold_workers(db, 1, 10)
         futures = [db.runOperation(ins, (1, "a", 1), statement_timeout=0.5),
                    db.runOperation(target.sql(f"insert into {table} (k, v, n) values "
                                               f"(%s, {sleep}, %s)"), (2, 2), statement_timeout=0.5),
@@ -395,8 +393,7 @@ async def test_lost_unit_error_names_the_unit(pg_url, table_name):
     db = adb.Database(url_for("postgresql", name), pool_size=1, name=name, autobatch=64)
     await db.runOperation(f"create table {table_name} (k int)")
     try:
-        release = threading.Event()
-        blocker = db.runInteraction(lambda cursor: release.wait(10))
+        release, (blocker,) = hold_workers(db, 1, 10)
         slow = f"insert into {table_name} (k) values ((select %s from pg_sleep(5)))"
         futures = [db.runOperation(slow, (k,)) for k in range(10)]
         release.set()

@@ -6,6 +6,8 @@ import threading
 import adb
 from adb.handback import BatchedHandback
 
+from .idioms import hold_workers
+
 
 class Recorder:
     def __init__(self):
@@ -122,21 +124,11 @@ def test_signal_sent_as_polling_began_settles_without_a_second_timer():
     assert rec.scheduled == []  # still polling: the flag stays set
 
 
-def held_workers(db, size):
-    """Occupy every worker of ``db`` until the returned gate is set: a burst queued
-    meanwhile is certain to find the pool saturated when results start coming back
-    (its caller releases the GIL to the workers as it queues, so without the gate the
-    workers of a loaded machine may finish a burst before the loop first drains)."""
-    gate = threading.Event()
-    held = [db.runInteraction(lambda cursor: gate.wait(30)) for _ in range(size)]
-    return gate, held
-
-
 async def test_saturated_burst_polls_and_delivers_every_result(tmp_path):
     db = adb.Database(f"sqlite:///{tmp_path}/p.db", pool_size=2)
     await db.runOperation("create table t (k int primary key)")
     n = 3000
-    gate, held = held_workers(db, 2)
+    gate, held = hold_workers(db, 2)
     burst = [db.runOperation("insert into t values (?)", (i,)) for i in range(n)]
     gate.set()
     await asyncio.gather(*held)
@@ -176,7 +168,7 @@ async def test_no_timed_drains_while_a_transaction_pins_a_worker(tmp_path):
     assert rows == [[(1,)]] * 2000
     assert db.stats()["polls"] == 0  # saturated by the burst, but a worker is pinned
     await db.commitTransaction(tx)
-    gate, held = held_workers(db, 2)
+    gate, held = hold_workers(db, 2)
     burst = [db.runQuery("select 1") for _ in range(2000)]
     gate.set()
     await asyncio.gather(*held, *burst)

@@ -7,7 +7,6 @@ reactor.
 
 import os
 import tempfile
-import threading
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +19,7 @@ import adb.twisted
 from adb.errors import PoolClosed, PoolTimeout, TransactionError
 
 from .conftest import URLS, require_server, server_kwargs
+from .idioms import hold_workers
 
 
 class CountingReactor:
@@ -77,11 +77,9 @@ class DatabaseTests(_DatabaseTestsBase):
     def test_parallel_inserts_batched_hand_back(self):
         before = self.reactor.calls_from_thread
         n = 500
-        # every worker held while the burst is queued: calls are certainly still queued
-        # when the reactor first drains (the caller releases the GIL to the workers as
-        # it queues, so a loaded machine's workers could otherwise finish them first)
-        gate = threading.Event()
-        held = [self.db.runInteraction(lambda cursor: gate.wait(30)) for _ in range(4)]
+        # every worker held while the burst is queued: the reactor's first drain
+        # finds calls still queued (hold_workers says why that needs a gate)
+        gate, held = hold_workers(self.db, 4)
         burst = [self.db.runOperation(self.ins(), (i, str(i))) for i in range(n)]
         gate.set()
         yield defer.gatherResults(held)
