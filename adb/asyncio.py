@@ -8,158 +8,121 @@ and refuses calls from any other loop.
 from __future__ import annotations
 
 import asyncio
+import functools
+import weakref
 from asyncio import _get_running_loop
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Optional, Sequence, TypeVar
 
-from .core import SQL, BaseDatabase, Params, frontend_doc
+from .args import SQL, Params
+from .core import URL, BaseDatabase, frontend_doc
+from .options import EMBEDDED
 from .errors import InterfaceError
+from .frontend import LoopFrontEnd, Waiting
+from .handback import BatchedHandback, Handback
 from .listener import Listener
 from .stream import Stream
-from .transaction import Transaction
+from . import transaction as _transaction
+from .savepoint import Savepoint
+from .transaction import Transaction as _Tx, TransactionContext
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from .options import Options
 
 T = TypeVar("T")
 
 
-class Database(BaseDatabase["asyncio.Future[Any]"]):
-    """The asyncio front-end's Database: every method returns an awaitable ``asyncio.Future``.
+class Transaction(_transaction.Transaction):
+    """A transaction handle of this front-end: its methods (``adb.transaction.Transaction``)
+    give an asyncio Future."""
 
-    :param loop: the event loop to deliver results on; default: the running loop
-        of the first call.
+    if TYPE_CHECKING:  # what each method returns on this front-end
+        def runQuery(self, sql: SQL, params: Params = None, *, row_factory: Any = None,
+                     timeout: Optional[float] = None,
+                     statement_timeout: Optional[float] = None) -> asyncio.Future[list[Any]]: ...
 
-    Every other keyword is an option of ``adb.core.BaseDatabase``, the same on
-    every front-end.
-    """
-    __doc__ = frontend_doc(__doc__)
+        def runQueryRow(self, sql: SQL, params: Params = None, *, row_factory: Any = None,
+                        timeout: Optional[float] = None,
+                        statement_timeout: Optional[float] = None) -> asyncio.Future[Optional[Any]]: ...
 
-    def __init__(self, url: Any = None, *, loop: Optional[asyncio.AbstractEventLoop] = None,
-                 **kwargs: Any) -> None:
-        self._scheduler: _LoopScheduler = _LoopScheduler(loop)
-        super().__init__(url, **kwargs)
+        def runQueryValue(self, sql: SQL, params: Params = None, *,
+                          timeout: Optional[float] = None,
+                          statement_timeout: Optional[float] = None) -> asyncio.Future[Optional[Any]]: ...
 
-    @property
-    def _loop(self) -> Optional[asyncio.AbstractEventLoop]:
-        return self._scheduler.loop
-
-    if TYPE_CHECKING:  # what each method returns on this front-end (written in BaseDatabase)
-        def runQuery(self, sql: SQL, params: Params = None, tx: Optional[Transaction] = None,
-                     *, row_factory: Any = None, timeout: Optional[float] = None,
-                     statement_timeout: Optional[float] = None, replica: bool = False) -> asyncio.Future[list[Any]]: ...
-
-        def runOperation(self, sql: SQL, params: Params = None,
-                         tx: Optional[Transaction] = None, *, timeout: Optional[float] = None,
+        def runOperation(self, sql: SQL, params: Params = None, *,
+                         timeout: Optional[float] = None,
                          statement_timeout: Optional[float] = None) -> asyncio.Future[int]: ...
 
-        def runMany(self, sql: SQL, seq_of_params: Iterable[Params],
-                    tx: Optional[Transaction] = None, *, timeout: Optional[float] = None,
+        def runMany(self, sql: SQL, seq_of_params: Any, *, timeout: Optional[float] = None,
                     statement_timeout: Optional[float] = None) -> asyncio.Future[int]: ...
 
-        def runInteraction(self, fn: Callable[..., T], *args: Any,
-                           **kwargs: Any) -> asyncio.Future[T]: ...
+        def runInteraction(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> asyncio.Future[T]: ...
 
-        def beginTransaction(self, *, timeout: Optional[float] = None,
-                             replica: bool = False) -> asyncio.Future[Transaction]: ...
+        def beginSavepoint(self) -> asyncio.Future[Savepoint]: ...
 
-        def runTransaction(self, fn: Callable[..., Awaitable[T]], *args: Any,
-                           retries: Optional[int] = None, **kwargs: Any) -> asyncio.Future[T]: ...
+        def releaseSavepoint(self, savepoint: Savepoint) -> asyncio.Future[None]: ...
 
-        def commitTransaction(self, tx: Transaction) -> asyncio.Future[None]: ...
+        def rollbackSavepoint(self, savepoint: Savepoint) -> asyncio.Future[None]: ...
 
-        def rollbackTransaction(self, tx: Transaction) -> asyncio.Future[None]: ...
+        def commit(self) -> asyncio.Future[None]: ...
 
-        def wait_for_room(self) -> asyncio.Future[None]: ...
-
-        def stream(self, sql: SQL, params: Params = None, tx: Optional[Transaction] = None,
-                   *, batch: int = 1000, row_factory: Any = None,
-                   timeout: Optional[float] = None,
-                   idle_timeout: Optional[float] = None, replica: bool = False) -> Stream: ...
-
-        def copy_out(self, sql: SQL, params: Params = None, tx: Optional[Transaction] = None,
-                     *, batch: int = 1000, timeout: Optional[float] = None,
-                     idle_timeout: Optional[float] = None) -> Stream: ...
-
-        def copy_in(self, table: str, rows: Any, columns: Optional[Sequence[str]] = None,
-                    tx: Optional[Transaction] = None, *,
-                    timeout: Optional[float] = None) -> asyncio.Future[int]: ...
-
-        def listen(self, *channels: str, max_queued: int = 10000) -> Listener: ...
-
-        def notify(self, channel: str, payload: str = "",
-                   tx: Optional[Transaction] = None) -> asyncio.Future[None]: ...
-
-    # -- the front-end interface ------------------------------------------------------
-
-    def _new_future(self) -> asyncio.Future[Any]:
-        loop = _get_running_loop()
-        if loop is None or loop is not self._scheduler.loop:  # unbound, or the wrong loop
-            loop = self._running_loop()
-        return loop.create_future()
-
-    @staticmethod
-    def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
-        if not future.done():  # cancelled or timed out meanwhile
-            if ok:
-                future.set_result(value)
-            else:
-                future.set_exception(value)
-
-    @staticmethod
-    def _discard(future: asyncio.Future[Any]) -> None:
-        if not future.cancel() and not future.cancelled():
-            future.exception()  # retrieved: never reported as unhandled
-
-    def _sibling_options(self) -> dict[str, Any]:
-        return {"loop": self._scheduler.loop}
-
-    def _spawn(self, coroutine: Any) -> asyncio.Future[Any]:
-        return self._running_loop().create_task(coroutine)
-
-    # the C method itself: a worker asks this before every call
-    _abandoned = staticmethod(asyncio.Future.done)  # type: ignore[assignment]
-
-    _fn_must_await = True
-
-    def _running_loop(self) -> asyncio.AbstractEventLoop:
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            if self._loop is None:
-                raise InterfaceError(
-                    f"{self.name!r}: call it from a coroutine on a running event loop "
-                    "(or pass loop= to Database)") from None
-            return self._loop
-        if loop is not self._loop:
-            if self._loop is not None:
-                raise InterfaceError(
-                    f"the Database {self.name!r} is bound to another event loop; "
-                    "create one Database per loop")
-            self._scheduler.loop = loop
-        return loop
-
-    # -- what differs in the public API: how a caller waits -----------------------
-
-    async def close(self, timeout: Optional[float] = None) -> None:
-        """Stop taking calls, let queued calls finish, roll back open transactions,
-        close every connection and join the threads. Idempotent.
-
-        With ``timeout`` (seconds), calls still queued when it passes fail with
-        PoolClosed; calls already running are waited for.
-        """
-        await asyncio.shield(self._close(timeout))
-
-    async def __aenter__(self) -> Database:
-        return self
-
-    async def __aexit__(self, *exc_info: Any) -> None:
-        await self.close()
+        def rollback(self) -> asyncio.Future[None]: ...
 
 
-class _LoopScheduler:
-    """Schedules on the loop thread of one Database: its event loop, bound at the first call."""
+class AsyncioFrontEnd(LoopFrontEnd["asyncio.Future[Any]"]):
+    """Futures of one event loop: ``loop=``, or the running loop of the first call."""
 
-    __slots__ = ("loop",)
+    waiting = Waiting.AWAITS
+    stream_class = Stream
+    listener_class = Listener
+    transaction_class = Transaction
 
     def __init__(self, loop: Optional[asyncio.AbstractEventLoop]) -> None:
-        self.loop = loop
+        self.loop: Optional[asyncio.AbstractEventLoop] = None
+        self._moved: list[weakref.WeakMethod[Callable[[], None]]] = []
+        self._bound: object = _UNBOUND  # the loop whose futures ``_create`` makes
+        self._create: Callable[[], asyncio.Future[Any]] = _unbound
+        if loop is not None:
+            self._bind(loop)
+
+    def _bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Make futures on ``loop`` from now on: its own ``create_future``, or, where
+        that is asyncio's (which makes ``asyncio.Future(loop=loop)`` in a Python
+        frame), the same future made in C."""
+        self.loop = self._bound = loop
+        native = getattr(type(loop), "create_future", None) is _BASE_CREATE_FUTURE
+        self._create = functools.partial(asyncio.Future, loop=loop) if native \
+            else loop.create_future
+
+    def new_future(self) -> asyncio.Future[Any]:
+        if _get_running_loop() is self._bound:  # the bound loop runs this call
+            return self._create()
+        return self.running_loop().create_future()  # binds it, or refuses this loop
+
+    def handback(self, after: Optional[Callable[[], None]],
+                 saturated: Callable[[], bool]) -> Handback:
+        return FutureHandback(self.call_soon_threadsafe, self.settle, after, self.call_later,
+                              saturated)
+
+    @staticmethod
+    def settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
+        if not future.done():  # cancelled or timed out meanwhile
+            try:
+                if ok:
+                    future.set_result(value)
+                else:
+                    future.set_exception(value)
+            except RuntimeError:  # its loop is closed: nobody is left to read it
+                pass
+
+    # the C method itself: a worker asks this before every call
+    abandoned = staticmethod(asyncio.Future.done)  # type: ignore[assignment]
+
+    @staticmethod
+    def discard(future: asyncio.Future[Any]) -> None:
+        if not future.cancel() and not future.cancelled():
+            future.exception()  # retrieved: never reported as unhandled
 
     def call_soon_threadsafe(self, fn: Callable[[], None]) -> asyncio.Handle:
         loop = self.loop  # the hand-back's wake-up: no call more than needed
@@ -169,11 +132,183 @@ class _LoopScheduler:
 
     def call_later(self, seconds: float, fn: Callable[..., None],
                    *args: Any) -> asyncio.TimerHandle:
-        return self._bound().call_later(seconds, fn, *args)
-
-    def _bound(self) -> asyncio.AbstractEventLoop:
-        """The loop; a call that got its future made it on that loop, so it is bound."""
-        loop = self.loop
+        loop = self.loop  # a call that got its future made it on that loop, so it is bound
         if loop is None:
             raise RuntimeError("no event loop bound yet")
+        return loop.call_later(seconds, fn, *args)
+
+    def spawn(self, coroutine: Any) -> asyncio.Future[Any]:
+        return self.running_loop().create_task(coroutine)
+
+    def running_loop(self) -> asyncio.AbstractEventLoop:
+        """The running loop, bound as the Database's on first use; a clear error
+        from outside any loop, or from a loop other than the one bound."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            if self.loop is None:
+                raise InterfaceError(
+                    f"{self.label}: call it from a coroutine on a running event loop "
+                    "(or pass loop= to Database)") from None
+            return self.loop
+        if loop is not self.loop:
+            if self.loop is not None and not self.loop.is_closed():
+                raise InterfaceError(
+                    f"{self.label} is bound to another event loop; create one Database per loop")
+            moved = self.loop is not None
+            self._bind(loop)
+            if moved:  # its loop closed (asyncio.run ended): this one takes over
+                for method in self._moved:
+                    fn = method()
+                    if fn is not None:
+                        fn()
         return loop
+
+    def on_new_loop(self, fn: Callable[[], None]) -> None:
+        self._moved.append(weakref.WeakMethod(fn))
+
+
+class FutureHandback(BatchedHandback):
+    """The hand-back of asyncio futures: a drain settles each one in its own loop,
+    as ``AsyncioFrontEnd.settle`` would, without a call per result."""
+
+    def _settle_each(self) -> int:
+        popleft = self._pending.popleft
+        count = 0
+        while True:
+            try:
+                future, ok, value = popleft()
+            except IndexError:
+                return count
+            count += 1
+            if not future.done():  # cancelled or timed out meanwhile
+                try:
+                    if ok:
+                        future.set_result(value)
+                    else:
+                        future.set_exception(value)
+                except RuntimeError:  # its loop is closed: nobody is left to read it
+                    pass
+
+
+def _unbound() -> asyncio.Future[Any]:
+    raise AssertionError("no loop is bound: new_future() binds one first")
+
+
+#: what ``_bound`` is while no loop is: never the running loop (nor None)
+_UNBOUND = object()
+_BASE_CREATE_FUTURE = asyncio.BaseEventLoop.create_future
+
+
+class Database(BaseDatabase["asyncio.Future[Any]"]):
+    """The asyncio front-end's Database: every method returns an awaitable ``asyncio.Future``.
+
+    Every other keyword is an option of ``adb.core.BaseDatabase``, the same on
+    every front-end.
+
+    :param loop: the event loop to deliver results on; default: the running loop
+        of the first call.
+    """
+    __doc__ = frontend_doc(__doc__)
+
+    _frontend: AsyncioFrontEnd
+
+    def __init__(self, url: URL = EMBEDDED, *, loop: Optional[asyncio.AbstractEventLoop] = None,
+                 **options: Unpack[Options]) -> None:
+        self._frontend = AsyncioFrontEnd(loop)
+        super().__init__(url, **options)
+
+    @property
+    def _loop(self) -> Optional[asyncio.AbstractEventLoop]:
+        return self._frontend.loop
+
+    if TYPE_CHECKING:  # what each method returns on this front-end (written in BaseDatabase)
+        def connect(self, *, timeout: Optional[float] = None) -> asyncio.Future[None]: ...
+
+        def runQuery(self, sql: SQL, params: Params = None, tx: Optional[_Tx] = None, *,
+                     row_factory: Any = None, timeout: Optional[float] = None,
+                     statement_timeout: Optional[float] = None,
+                     replica: bool = False) -> asyncio.Future[list[Any]]: ...
+
+        def runQueryRow(self, sql: SQL, params: Params = None, tx: Optional[_Tx] = None, *,
+                        row_factory: Any = None, timeout: Optional[float] = None,
+                        statement_timeout: Optional[float] = None,
+                        replica: bool = False) -> asyncio.Future[Optional[Any]]: ...
+
+        def runQueryValue(self, sql: SQL, params: Params = None, tx: Optional[_Tx] = None, *,
+                          timeout: Optional[float] = None,
+                          statement_timeout: Optional[float] = None,
+                          replica: bool = False) -> asyncio.Future[Optional[Any]]: ...
+
+        def runOperation(self, sql: SQL, params: Params = None, tx: Optional[_Tx] = None, *,
+                         timeout: Optional[float] = None,
+                         statement_timeout: Optional[float] = None) -> asyncio.Future[int]: ...
+
+        def runMany(self, sql: SQL, seq_of_params: Iterable[Params], tx: Optional[_Tx] = None,
+                    *, timeout: Optional[float] = None,
+                    statement_timeout: Optional[float] = None) -> asyncio.Future[int]: ...
+
+        def runInteraction(self, fn: Callable[..., T], *args: Any,
+                           **kwargs: Any) -> asyncio.Future[T]: ...
+
+        def beginTransaction(self, *, timeout: Optional[float] = None, replica: bool = False,
+                             isolation: Optional[str] = None,
+                             read_only: bool = False) -> asyncio.Future[Transaction]: ...
+
+        def transaction(self, *, timeout: Optional[float] = None, replica: bool = False,
+                        isolation: Optional[str] = None,
+                        read_only: bool = False) -> TransactionContext[Transaction]: ...
+
+        def runTransaction(self, fn: Callable[..., Awaitable[T]], *args: Any, retries: Optional[int] = None,
+                           isolation: Optional[str] = None, read_only: bool = False,
+                           **kwargs: Any) -> asyncio.Future[T]: ...
+
+        def commitTransaction(self, tx: _Tx) -> asyncio.Future[None]: ...
+
+        def rollbackTransaction(self, tx: _Tx) -> asyncio.Future[None]: ...
+
+        def wait_for_room(self) -> asyncio.Future[None]: ...
+
+        def stream(self, sql: SQL, params: Params = None, tx: Optional[_Tx] = None, *,
+                   batch: int = 1000, row_factory: Any = None, timeout: Optional[float] = None,
+                   idle_timeout: Optional[float] = None, replica: bool = False) -> Stream: ...
+
+        def copy_out(self, sql: SQL, params: Params = None, tx: Optional[_Tx] = None, *,
+                     batch: int = 1000, timeout: Optional[float] = None,
+                     idle_timeout: Optional[float] = None) -> Stream: ...
+
+        def copy_in(self, table: str, rows: Any, columns: Optional[Sequence[str]] = None,
+                    tx: Optional[_Tx] = None, *,
+                    timeout: Optional[float] = None) -> asyncio.Future[int]: ...
+
+        def listen(self, *channels: str, max_queued: int = 10000) -> Listener: ...
+
+        def notify(self, channel: str, payload: str = "",
+                   tx: Optional[_Tx] = None) -> asyncio.Future[None]: ...
+
+    # -- what differs in the public API: how a caller waits -----------------------
+
+    async def close(self, timeout: Optional[float] = None) -> None:
+        """Stop taking calls, let queued calls finish, roll back open transactions,
+        close every connection and join the threads. Idempotent.
+
+        With ``timeout`` (seconds), calls still queued when it passes fail with
+        PoolClosed; calls already running are waited for.
+
+        :param timeout: seconds to wait for queued calls (default: all of them).
+        :raises InterfaceError: ``timeout`` is not a number of seconds >= 0.
+        """
+        await asyncio.shield(self._engine.close(timeout))
+
+    async def __aenter__(self) -> Database:
+        """Open the first connection (``connect()``); a Database that cannot is closed
+        again, and the error raised."""
+        try:
+            await self.connect()
+        except BaseException:
+            await self.close()
+            raise
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self.close()

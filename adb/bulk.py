@@ -8,7 +8,9 @@ the load remains.
 
 Where the rows come from decides who reads them. A plain iterable or a
 file-like object is read by the worker thread itself, as the driver loads it
-(``Driver.copy_rows``/``copy_text``), so it never waits on the loop. An async
+(``Driver.copy_rows``/``copy_text``; for MariaDB's LOAD DATA, by a thread that
+feeds the statement's pipe while the worker runs it), so it never waits on the
+loop. An async
 iterable is read on the loop, a chunk at a time: one chunk loads while the next
 is gathered, so at most two chunks are held.
 """
@@ -21,8 +23,9 @@ from typing import Any, Optional, Protocol
 
 from . import ops
 from .errors import InterfaceError
+from .frontend import Waiting
+from .telemetry import Operation, What
 from .transaction import Transaction
-from .worker import Worker
 
 #: rows per chunk of an async iterable: each chunk is one job for the worker
 CHUNK = 5000
@@ -36,12 +39,12 @@ Steps = Generator[Any, Any, int]
 
 
 class Loader(Protocol):
-    """What a load uses of its Database (``adb.core.BaseDatabase``)."""
+    """What a load uses of its engine (``adb.engine.Engine``)."""
 
-    def _begin(self, read_only: bool, timeout: Optional[float]) -> tuple[Transaction, Any]: ...
-    def _submit(self, fn: Any, args: tuple[Any, ...], put: Any) -> Any: ...
-    def _end_tx(self, tx: Transaction, commit: bool) -> Any: ...
-    def _tx_put(self, tx: Transaction) -> Any: ...
+    def begin_pending(self, read_only: bool,
+                      timeout: Optional[float]) -> tuple[Transaction, Any]: ...
+    def submit_in(self, tx: Transaction, args: tuple[Any, ...], what: What) -> Any: ...
+    def end(self, tx: Transaction, commit: bool) -> Any: ...
 
 
 def check_target(table: object, columns: object) -> tuple[str, Optional[tuple[str, ...]]]:
@@ -60,10 +63,10 @@ def check_target(table: object, columns: object) -> tuple[str, Optional[tuple[st
     return table, tuple(columns)
 
 
-def check_source(rows: object, blocking: bool) -> None:
+def check_source(rows: object, waiting: Waiting) -> None:
     """Refuse a source copy_in cannot read, now rather than in the worker."""
     if hasattr(rows, "__aiter__"):
-        if blocking:
+        if waiting is Waiting.BLOCKS:
             raise TypeError("adb.sync's copy_in reads a plain iterable or a file, "
                             "not an async iterable")
         return
@@ -72,31 +75,31 @@ def check_source(rows: object, blocking: bool) -> None:
                         f"file-like object of text-format lines, not {type(rows).__name__}")
 
 
-def load(db: Loader, table: str, columns: Optional[tuple[str, ...]], source: Any,
+def load(engine: Loader, table: str, columns: Optional[tuple[str, ...]], source: Any,
          tx: Optional[Transaction], timeout: Optional[float]) -> Steps:
     """The steps of one load; returns the row count."""
     own = tx is None
     if tx is None:
-        tx, begun = db._begin(False, timeout)
+        tx, begun = engine.begin_pending(False, timeout)
         yield begun
+    what = Operation("COPY", None, (("db.collection.name", table),))
     try:
-        put = db._tx_put(tx)
         if hasattr(source, "__aiter__"):
-            count = yield from _chunks(db, put, table, columns, source)
+            count = yield from _chunks(engine, tx, table, columns, source, what)
         else:
             op = ops.copy_text if hasattr(source, "read") else ops.copy_rows
-            count = yield db._submit(Worker.in_transaction, (op, table, columns, source), put)
+            count = yield engine.submit_in(tx, (op, table, columns, source), what)
     except BaseException:
         if own and tx.active:
-            yield db._end_tx(tx, False)
+            yield engine.end(tx, False)
         raise
     if own:
-        yield db._end_tx(tx, True)
+        yield engine.end(tx, True)
     return int(count)
 
 
-def _chunks(db: Loader, put: Any, table: str, columns: Optional[tuple[str, ...]],
-            source: Any) -> Steps:
+def _chunks(engine: Loader, tx: Transaction, table: str, columns: Optional[tuple[str, ...]],
+            source: Any, what: Operation) -> Steps:
     """An async iterable, a chunk per job; the next chunk is gathered while one loads."""
     rows = source.__aiter__()
     total, loading, more = 0, None, True
@@ -111,8 +114,7 @@ def _chunks(db: Loader, put: Any, table: str, columns: Optional[tuple[str, ...]]
             total += yield loading
             loading = None
         if chunk:
-            loading = db._submit(Worker.in_transaction, (ops.copy_rows, table, columns, chunk),
-                                 put)
+            loading = engine.submit_in(tx, (ops.copy_rows, table, columns, chunk), what)
     if loading is not None:
         total += yield loading
     return total

@@ -37,7 +37,7 @@ class Claim:
 #: Database has no telemetry (nor ``slow_call``). A flat tuple because 100,000 queued calls hold 100,000 of
 #: them: a tuple subclass with named fields costs the loop 0.33 us more per call
 #: (2.1 us in all), a nested args tuple 48 bytes. Build one with ``job()``
-#: (``BaseDatabase._call``, the hot path, builds it inline: the function call
+#: (``Engine.call``, the hot path, builds it inline: the function call
 #: alone cost 0.11 us of its 2.4); read one only through the names below.
 Job = Tuple[Any, ...]
 FUTURE, FN, CLAIM, RUN_TIMEOUT, TRACE, ARGS = range(6)
@@ -69,14 +69,27 @@ class RunningCall:
     set once the driver's cancel has returned, or was not sent after all.
     """
 
-    __slots__ = ("future", "deadline", "state", "cancelled_at", "cancel_done")
+    __slots__ = ("future", "deadline", "job", "state", "cancelled_at", "cancel_done")
     cancel_done: threading.Event
 
-    def __init__(self, future: Any, deadline: Optional[float]) -> None:
+    def __init__(self, future: Any, deadline: Optional[float], job: Optional[Job]) -> None:
         self.future = future
         self.deadline = deadline  # time.monotonic() past which it is cancelled, or None
+        self.job = job  # what runs (None: a unit of several), for the watchdog's log
         self.state = CallState.RUNNING
         self.cancelled_at = 0.0
+
+    def statement(self) -> str:
+        """What the call runs, for a log line: its SQL text (never its parameters),
+        or what it is (``runInteraction``, a unit)."""
+        job = self.job
+        if job is None:
+            return "a unit of batched calls"
+        args = job[ARGS:]
+        if len(args) > 1 and isinstance(args[1], (str, bytes)):
+            text = args[1].decode("utf-8", "replace") if isinstance(args[1], bytes) else args[1]
+            return " ".join(text.split())[:200]
+        return str(getattr(args[0], "__name__", "a call")) if args else "a call"
 
 
 __all__ = ["Claim", "Job", "job", "FUTURE", "FN", "CLAIM", "RUN_TIMEOUT", "TRACE", "ARGS",

@@ -11,6 +11,8 @@ written; reading also understands PostgreSQL's ``\\b \\f \\v`` and octal forms.
 from __future__ import annotations
 
 import codecs
+import functools
+import itertools
 import json
 import re
 from collections.abc import Iterable, Iterator, Sequence
@@ -27,9 +29,10 @@ Render = Callable[[Any], str]
 
 
 def _escaped(text: str) -> str:
-    if _SPECIAL.search(text) is None:  # the common case: nothing to escape
-        return text
-    return _SPECIAL.sub(lambda m: _ESCAPES[m.group()], text)
+    # four scans in C beat one regex search: the common case has nothing to escape
+    if "\\" in text or "\t" in text or "\n" in text or "\r" in text:
+        return _SPECIAL.sub(lambda m: _ESCAPES[m.group()], text)
+    return text
 
 
 def value_text(value: Any, true: str = "t", false: str = "f") -> str:
@@ -52,6 +55,10 @@ def value_text(value: Any, true: str = "t", false: str = "f") -> str:
     return _escaped(str(value))
 
 
+#: the renderers ``text_of`` may take a column at a time for (ints and strs alike in both)
+_COLUMNWISE: frozenset[Render] = frozenset()
+
+
 def array_literal(items: Sequence[Any]) -> str:
     """A PostgreSQL array literal: ``{1,2}``, ``{"a b",NULL}``, nested for nested lists."""
     parts = []
@@ -72,6 +79,11 @@ def array_literal(items: Sequence[Any]) -> str:
 
 def mysql_value_text(value: Any) -> str:
     """One value as MariaDB's ``LOAD DATA`` reads it: booleans are 1 and 0, bytes raw."""
+    kind = type(value)
+    if kind is str:  # the common cases first: no isinstance walk for them
+        return _escaped(value)
+    if kind is int:
+        return str(value)
     if isinstance(value, (bytes, bytearray, memoryview)):
         return _escaped(bytes(value).decode("latin-1"))
     if isinstance(value, (dict, list)):
@@ -79,15 +91,110 @@ def mysql_value_text(value: Any) -> str:
     return value_text(value, "1", "0")
 
 
+_COLUMNWISE = frozenset({value_text, mysql_value_text})
+#: the types whose ``%s`` is their text in both renderers
+_AS_IS = frozenset({int, float, str})
+
+
 def line(row: Sequence[Any], render: Render = value_text) -> str:
     """One row as one line, newline included."""
-    return "\t".join([render(value) for value in row]) + "\n"
+    return "\t".join(map(render, row)) + "\n"
+
+
+def text_of(rows: Iterable[Sequence[Any]], render: Render = value_text) -> str:
+    """The lines of ``rows``, joined.
+
+    With adb's own renderers, rows of one width of ints, floats and strs with
+    nothing to escape are one ``%`` format (``_formatted``, a quarter of the
+    time per row of ``line``); other rows of one width are rendered column by
+    column: a column of ints only is ``map(str, ...)``, a column of strs only
+    needs no escape when their joined text has none, and the lines are joined
+    by builtins, with no Python step per value; any other column goes value by
+    value through ``render``."""
+    batch = rows if isinstance(rows, list) else list(rows)
+    if not batch:
+        return ""
+    widths = set(map(len, batch)) if render in _COLUMNWISE else ()
+    if len(widths) != 1:
+        return "".join(["\t".join(map(render, row)) + "\n" for row in batch])
+    width = widths.pop()
+    text = _formatted(batch, width)
+    if text is not None:
+        return text
+    columns = [_column_text(values, render) for values in zip(*batch)]
+    return "\n".join(map("\t".join, zip(*columns))) + "\n"
+
+
+def _formatted(batch: list[Sequence[Any]], width: int) -> Optional[str]:
+    """The batch's lines by one ``%`` format, when every value is an int, a float or
+    a str (whose ``%s`` is their text) and no value's text holds a character to
+    escape (looked for in all of them formatted together). None otherwise."""
+    flat = tuple(itertools.chain.from_iterable(batch))
+    if not set(map(type, flat)) <= _AS_IS:
+        return None
+    values = "%s" * len(flat) % flat  # every value's text, to look for escapes in
+    if "\\" in values or "\t" in values or "\n" in values or "\r" in values:
+        return None
+    return _line_format(width) * len(batch) % flat
+
+
+@functools.lru_cache(maxsize=16)
+def _line_format(width: int) -> str:
+    return "\t".join(["%s"] * width) + "\n"
+
+
+def _column_text(values: Sequence[Any], render: Render) -> Iterable[str]:
+    """One column's values as text (see ``text_of``)."""
+    kinds = set(map(type, values))
+    if kinds == {int}:
+        return map(str, values)
+    if kinds == {str}:
+        joined = "".join(values)
+        if "\\" in joined or "\t" in joined or "\n" in joined or "\r" in joined:
+            return map(_escaped, values)
+        return values
+    return map(render, values)
+
+
+class RowReader:
+    """``rows`` as a file-like object of text-format lines, rendered as they are read.
+
+    ``read`` renders the next ``rows_per_read`` rows (whatever size it is asked
+    for), so a driver that copies from a file sends each piece as soon as it is
+    rendered and the server ingests one piece while the next is rendered; no
+    more than one piece is held. ``count`` is how many rows have been rendered,
+    ``error`` what the source raised; ``encoding`` set makes ``read`` give bytes
+    (for readers of binary files)."""
+
+    def __init__(self, rows: Iterable[Sequence[Any]], render: Render = value_text,
+                 rows_per_read: int = 1000, encoding: Optional[str] = None) -> None:
+        if rows_per_read < 1:
+            raise ValueError(f"rows_per_read must be at least 1, not {rows_per_read}")
+        self.rows = iter(rows)
+        self.render = render
+        self.rows_per_read = rows_per_read
+        self.encoding = encoding
+        self.count = 0
+        #: what the rows' source raised, if it did
+        self.error: Optional[BaseException] = None
+
+    def read(self, size: int = -1) -> Any:
+        """The next piece of text (``""``, or ``b""``, at the end); ``size`` is ignored."""
+        try:
+            batch = list(itertools.islice(self.rows, self.rows_per_read))
+        except BaseException as exc:  # kept: a driver may report it as its own error
+            self.error = exc
+            raise
+        self.count += len(batch)
+        text = text_of(batch, self.render)
+        return text.encode(self.encoding) if self.encoding else text
 
 
 def lines(rows: Iterable[Sequence[Any]], render: Render = value_text) -> Iterator[str]:
     """Each row of ``rows`` as its line."""
+    render_line = line
     for row in rows:
-        yield line(row, render)
+        yield render_line(row, render)
 
 
 def _unescape(match: re.Match[str]) -> str:
@@ -139,5 +246,5 @@ def parse(source: Any) -> Iterator[tuple[Optional[str], ...]]:
                 yield parse_line(text)
 
 
-__all__ = ["NULL", "value_text", "array_literal", "mysql_value_text", "line", "lines", "field", "parse_line",
-           "text_chunks", "parse"]
+__all__ = ["NULL", "value_text", "array_literal", "mysql_value_text", "line", "lines", "text_of",
+           "RowReader", "field", "parse_line", "text_chunks", "parse"]

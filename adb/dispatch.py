@@ -87,6 +87,16 @@ class Dispatch:
         if not self.until_yield:
             self.yield_to_workers()
 
+    def submit_idle(self, job: Job) -> bool:
+        """Hand ``job`` to the most recently idle worker; False (and nothing queued)
+        when none is idle."""
+        try:
+            worker = self.idle.pop()
+        except IndexError:
+            return False
+        worker.inbox.put(job)
+        return True
+
     def yield_to_workers(self) -> None:
         """Release the GIL for a moment. A caller submitting a burst never blocks, so
         without this the busy workers, each needing the GIL only briefly to take
@@ -107,6 +117,25 @@ class Dispatch:
         caller before the next one, and calls wait for a worker. A worker pinned by a
         transaction waits for its caller's next statement: it needs its results at once."""
         return not self.idle and self.queue.qsize() > 0 and not self.pinned
+
+    def add_idle(self, worker: Idle) -> None:
+        """``worker`` is about to sleep on its inbox (its thread)."""
+        self.idle.append(worker)
+
+    def remove_idle(self, worker: Idle) -> None:
+        """``worker`` woke with a job of its own finding (its thread); a caller that
+        took it meanwhile has put a job in its inbox, which waits there."""
+        try:
+            self.idle.remove(worker)
+        except ValueError:
+            pass
+
+    def pin(self, index: int) -> None:
+        """Worker ``index`` began a transaction: it takes no shared work until ``unpin``."""
+        self.pinned.add(index)
+
+    def unpin(self, index: int) -> None:
+        self.pinned.discard(index)
 
     def wake_idle(self) -> None:
         """Send every sleeping worker to look at the shared queue (for its STOP)."""

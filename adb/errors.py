@@ -24,6 +24,17 @@ class InterfaceError(Error, ValueError):
     """A bad URL, bad option or bad argument, detected before anything ran."""
 
 
+class ConnectionRejected(InterfaceError):
+    """The server (or the driver) rejected the connection for a cause that trying
+    again will not cure: credentials it refuses, a database it does not have, an
+    option value it will not take. Nothing ran; adb neither retries it nor backs off.
+    ``reason`` says which, in words; the driver's error is the ``__cause__``."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
 class PoolClosed(Error):
     """The Database is closed (or closing) and takes no more work.
 
@@ -129,7 +140,12 @@ def name_attempts(exc: BaseException, attempts: int, what: str, retries: int) ->
 
 def add_note(exc: BaseException, text: str) -> None:
     """Add ``text`` to ``exc``'s traceback (``BaseException.add_note``, Python
-    3.11+; on 3.10 nothing: the message and attributes carry what matters)."""
+    3.11+); on 3.10 to its ``__notes__`` list, which tracebacks show from 3.11 on."""
     note = getattr(exc, "add_note", None)
     if note is not None:
         note(text)
+        return
+    try:
+        exc.__notes__ = [*getattr(exc, "__notes__", []), text]  # type: ignore[attr-defined]
+    except AttributeError:  # an exception class with __slots__: the message says enough
+        pass

@@ -75,6 +75,10 @@ class Handback(Protocol):
     def stop(self) -> None:
         """Settle whatever is queued and stop any timer (loop thread)."""
 
+    def restart(self) -> None:
+        """The loop thread is another now (the old loop closed): what was scheduled
+        on the old one never runs; deliver what is pending on the new (its thread)."""
+
 
 class BatchedHandback:
     """Deliver ``(future, ok, value)`` to a loop thread, one wake-up per batch.
@@ -154,6 +158,19 @@ class BatchedHandback:
         else:
             self.stop()
 
+    def _settle_each(self) -> int:
+        """Settle every queued result; how many there were (a front-end's subclass may
+        settle its own futures here without a call each)."""
+        popleft, settle = self._pending.popleft, self._settle
+        count = 0
+        while True:
+            try:
+                future, ok, value = popleft()
+            except IndexError:
+                return count
+            settle(future, ok, value)
+            count += 1
+
     def stop(self) -> None:
         """End polling and settle whatever is queued (loop thread): at a tick that finds
         the pool no longer saturated, and after the workers exited, so that no timer
@@ -164,16 +181,15 @@ class BatchedHandback:
         self._polling = self._scheduled = False
         self._settle_all()
 
+    def restart(self) -> None:
+        """The loop changed (see ``Handback.restart``): forget the old loop's drain
+        and timer, which never run, and drain what waits on the new loop."""
+        self._timer = None
+        self._polling = self._scheduled = False
+        self._settle_all()
+
     def _settle_all(self) -> None:
-        popleft, settle = self._pending.popleft, self._settle
-        count = 0
-        while True:
-            try:
-                future, ok, value = popleft()
-            except IndexError:
-                break
-            settle(future, ok, value)
-            count += 1
+        count = self._settle_each()
         self.settled += count
         if count > self.largest_batch:
             self.largest_batch = count
@@ -208,3 +224,5 @@ class DirectHandback:
 
     def stop(self) -> None:
         """Nothing is ever pending here."""
+
+    restart = stop

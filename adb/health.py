@@ -26,6 +26,7 @@ class Backoff:
         self.clock, self.rand = clock, rand
         self.failures = 0
         self.not_before = 0.0
+        self.delay = 0.0
         self.last_error: Optional[str] = None
 
     def wait_left(self) -> float:
@@ -38,8 +39,13 @@ class Backoff:
         self.last_error = error
         delay: float = min(self.maximum, self.initial * 2 ** (self.failures - 1))
         delay *= 1 - 0.25 * self.rand()
-        self.not_before = self.clock() + delay
+        self.delay, self.not_before = delay, self.clock() + delay
         return delay
+
+    def still_down(self) -> None:
+        """A probe found the server still silent or gone: the current wait starts
+        again from now, so a probe slower than the wait does not use it up."""
+        self.not_before = max(self.not_before, self.clock() + self.delay)
 
     def succeeded(self) -> int:
         """Record a success; return how many failures preceded it."""

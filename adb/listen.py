@@ -8,7 +8,7 @@ threads ring it to say the wanted channels changed, or to stop). The thread
 LISTENs and UNLISTENs so that the server listens on exactly the channels some
 open listener wants (reference-counted by the ``Router``), reads every
 notification that has arrived, and hands the burst to the front-end in one go:
-one ``call_soon_threadsafe`` per burst on a loop (``BatchedSink``), or
+one ``call_soon_threadsafe`` per burst on a loop (``adb.frontend.BatchedSink``), or
 straight into each listener's queue on the blocking front-end. The listeners
 are routed to on the front-end's side (the loop thread), so a listener's
 queue is only ever touched there.
@@ -34,7 +34,8 @@ The promises, and how they are kept:
   already queued.
 
 The listeners themselves (their queues, the overflow policy, the async and
-blocking forms) are ``adb.listener``.
+blocking forms) are ``adb.listener``; how bursts reach the loop thread is the
+front-end's ``sink`` (``adb.frontend``).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from typing import Any, Callable, NamedTuple, Optional, Protocol, Union
 
 from .drivers.base import Connection, Driver
 from .errors import InterfaceError, PoolClosed, ServerUnavailable
+from .frontend import Sink
 from .health import Backoff
 from .target import Family
 
@@ -232,6 +234,17 @@ class Router:
             self.asks.append(ask)
             self.version += 1
 
+    def changed(self) -> None:
+        """A listener left without saying so (it was collected): look again."""
+        with self.lock:
+            self.version += 1
+
+    def count(self, delivered: int = 0, dropped: int = 0) -> None:
+        """Notifications a listener queued, or dropped because its queue was full
+        (called under the listener's own lock, where the router delivers)."""
+        self.delivered += delivered
+        self.dropped += dropped
+
     def wanted(self) -> tuple[int, frozenset[str], list[Ask]]:
         """(version, the channels some open listener wants, the asks taken)."""
         with self.lock:
@@ -277,40 +290,6 @@ class Router:
             listener.end()
 
 
-class BatchedSink:
-    """Hands bursts from the listening thread to the loop thread: only the first
-    burst after a drain calls ``call_soon_threadsafe``, so a storm of notifications
-    wakes the loop once per drain, not once each."""
-
-    def __init__(self, call_soon_threadsafe: Callable[[Callable[[], None]], object],
-                 router: Router) -> None:
-        self._call_soon = call_soon_threadsafe
-        self._router = router
-        self._lock = threading.Lock()
-        self._items: list[Any] = []
-        self._scheduled = False
-
-    def __call__(self, items: list[Any]) -> None:
-        with self._lock:
-            self._items.extend(items)
-            if self._scheduled:
-                return
-            self._scheduled = True
-        try:
-            self._call_soon(self.drain)
-        except RuntimeError:  # the loop is closed (or not bound): nobody can read them
-            with self._lock:
-                self._scheduled = False
-
-    def drain(self) -> None:
-        """Deliver what has arrived (loop thread; also the close, to flush)."""
-        with self._lock:
-            items, self._items = self._items, []
-            self._scheduled = False
-        if items:
-            self._router.deliver(items)
-
-
 # -- the listening thread --------------------------------------------------------------
 
 class Hub:
@@ -323,8 +302,7 @@ class Hub:
     still be collected (its ``__del__`` stops the hub).
     """
 
-    def __init__(self, name: str, driver: Driver, router: Router,
-                 sink: Callable[[list[Any]], None]) -> None:
+    def __init__(self, name: str, driver: Driver, router: Router, sink: Sink) -> None:
         self.name = name
         self.driver = driver
         self.router = router
@@ -363,6 +341,14 @@ class Hub:
         """Begin the end: the thread closes the connection and exits."""
         self._stopping.set()
         self.wake()
+
+    def close(self) -> None:
+        """The close's last step: wait for the thread (it closes its connection), hand
+        over what it read, and end every listener after what it has queued."""
+        self.stop()
+        self.join()
+        self.sink.drain()
+        self.router.end_all()
 
     @property
     def serving(self) -> bool:
@@ -575,5 +561,5 @@ class Hub:
 # -- the listeners --------------------------------------------------------------------
 
 
-__all__ = ["Notification", "NotificationGap", "Item", "JOIN_TIMEOUT", "Hub", "HubState", "Router", "Routed",
-           "BatchedSink", "Ask", "GAP_OVERFLOW", "GAP_RECONNECT"]
+__all__ = ["Notification", "NotificationGap", "Item", "JOIN_TIMEOUT", "Hub", "HubState",
+           "Router", "Routed", "Ask", "GAP_OVERFLOW", "GAP_RECONNECT"]

@@ -31,12 +31,10 @@ class ListenerState(enum.Enum):
 
 
 class Listening(Protocol):
-    """What a listener uses of its Database (``adb.core.BaseDatabase``)."""
+    """What a listener uses of its front-end (``adb.frontend.FrontEnd``)."""
 
-    name: str
-
-    def _new_future(self) -> Any: ...
-    def _settle(self, future: Any, ok: bool, value: Any) -> None: ...
+    def new_future(self) -> Any: ...
+    def settle(self, future: Any, ok: bool, value: Any) -> None: ...
 
 
 class ListenerCore:
@@ -44,9 +42,10 @@ class ListenerCore:
     runs where the router delivers (the loop thread, or the listening thread on
     the blocking front-end); a subclass says how its consumer waits (``wake``)."""
 
-    def __init__(self, db: Listening, hub: Hub, channels: tuple[str, ...],
+    def __init__(self, frontend: Listening, name: str, hub: Hub, channels: tuple[str, ...],
                  max_queued: int) -> None:
-        self._db = db
+        self._frontend = frontend
+        self.name = name
         self._hub = hub
         self.channels = channels
         self.max_queued = max_queued
@@ -61,7 +60,7 @@ class ListenerCore:
         hub.wake()
 
     def __repr__(self) -> str:
-        return (f"<adb listener of {self._db.name!r} on {', '.join(self.channels)} "
+        return (f"<adb listener of {self.name!r} on {', '.join(self.channels)} "
                 f"{self.state.value}, {len(self._items)} queued>")
 
     @property
@@ -81,11 +80,11 @@ class ListenerCore:
             if self._gap is None and len(self._items) < self.max_queued:
                 self._items.append(item)
                 if type(item) is Notification:
-                    router.delivered += 1
+                    router.count(delivered=1)
                 return True
             gap = self._gap or NotificationGap(GAP_OVERFLOW, 0)
             if type(item) is Notification:
-                router.dropped += 1
+                router.count(dropped=1)
                 self._gap = gap._replace(missed=None if gap.missed is None else gap.missed + 1)
             else:  # a reconnect meanwhile: nobody knows how many
                 self._gap = NotificationGap(GAP_RECONNECT, None)
@@ -140,8 +139,7 @@ class ListenerCore:
 def _dropped(hub: Hub) -> None:
     """A listener was dropped unclosed: the listening thread looks again (the
     router held it weakly, so its channels no longer count)."""
-    with hub.router.lock:
-        hub.router.version += 1
+    hub.router.changed()
     hub.wake()
 
 
@@ -160,16 +158,23 @@ class Listener(ListenerCore):
     missed)`` takes the first place that frees up.
     """
 
-    def __init__(self, db: Listening, hub: Hub, channels: tuple[str, ...],
+    def __init__(self, frontend: Listening, name: str, hub: Hub, channels: tuple[str, ...],
                  max_queued: int) -> None:
         self._waiter: Any = None
         self._ready_waiters: list[Any] = []
-        super().__init__(db, hub, channels, max_queued)
+        super().__init__(frontend, name, hub, channels, max_queued)
+
+    @classmethod
+    def open(cls, frontend: Listening, name: str, hub: Hub, channels: tuple[str, ...],
+             max_queued: int) -> Listener:
+        """What ``db.listen()`` returns: a listener, LISTENing soon (``ready()``)."""
+        frontend.new_future()  # binds the loop the notifications are delivered on
+        return cls(frontend, name, hub, channels, max_queued)
 
     def wake(self) -> None:
         waiter, self._waiter = self._waiter, None
         if waiter is not None:
-            self._db._settle(waiter, True, None)
+            self._frontend.settle(waiter, True, None)
 
     def ready_changed(self) -> None:
         if self.state is ListenerState.STARTING and self._error is None:
@@ -177,13 +182,13 @@ class Listener(ListenerCore):
         waiters, self._ready_waiters = self._ready_waiters, []
         for waiter in waiters:
             if self.state is ListenerState.STARTING:
-                self._db._settle(waiter, False, self._error)
+                self._frontend.settle(waiter, False, self._error)
             else:
-                self._db._settle(waiter, True, None)
+                self._frontend.settle(waiter, True, None)
 
     async def _wait_ready(self) -> None:
         if self.state is ListenerState.STARTING:
-            waiter = self._db._new_future()
+            waiter = self._frontend.new_future()
             self._ready_waiters.append(waiter)
             await waiter
 
@@ -204,7 +209,7 @@ class Listener(ListenerCore):
                 return item
             if self.state is ListenerState.CLOSED:
                 raise StopAsyncIteration
-            self._waiter = waiter = self._db._new_future()
+            self._waiter = waiter = self._frontend.new_future()
             try:
                 await waiter
             finally:
@@ -216,8 +221,8 @@ class Listener(ListenerCore):
         UNLISTENed (at once if the Database is closed or the server unreachable)."""
         if not self._unregister() or not self._hub.serving:
             return
-        done = self._db._new_future()
-        settle = self._db._settle
+        done = self._frontend.new_future()
+        settle = self._frontend.settle
         self._hub.router.ask(Ask(None, lambda ok, value: settle(done, True, None), False))
         self._hub.wake()
         await done
@@ -238,10 +243,22 @@ class SyncListener(ListenerCore):
     ends it; the Database's close ends it too. The queue policy is ``Listener``'s.
     """
 
-    def __init__(self, db: Listening, hub: Hub, channels: tuple[str, ...],
+    def __init__(self, frontend: Listening, name: str, hub: Hub, channels: tuple[str, ...],
                  max_queued: int) -> None:
         self._cond = threading.Condition(threading.Lock())
-        super().__init__(db, hub, channels, max_queued)
+        super().__init__(frontend, name, hub, channels, max_queued)
+
+    @classmethod
+    def open(cls, frontend: Listening, name: str, hub: Hub, channels: tuple[str, ...],
+             max_queued: int) -> SyncListener:
+        """What ``db.listen()`` returns on adb.sync: a listener whose channels are
+        LISTENed (it waits for that)."""
+        listener = cls(frontend, name, hub, channels, max_queued)
+        try:
+            return listener.ready()
+        except BaseException:
+            listener.close()
+            raise
 
     def wake(self) -> None:
         with self._cond:

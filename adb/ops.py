@@ -1,11 +1,12 @@
 """What one call does on a cursor, run in a worker thread.
 
 Each op is ``op(cursor, driver, *args)`` (an ``Op``). Transaction policy is not
-here: the worker decides (``Worker.standalone`` / ``atomic`` / ``in_transaction``).
+here: the job function decides (``Session.standalone`` / ``atomic`` / ``in_transaction``).
 """
 
 from __future__ import annotations
 
+import inspect
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
@@ -30,6 +31,28 @@ def query(cursor: Cursor, driver: Driver, sql: Any, params: Any,
     if cursor.description is None:
         return []
     return row_factory(cursor.description, driver.fetchall(cursor))
+
+
+def query_row(cursor: Cursor, driver: Driver, sql: Any, params: Any,
+              row_factory: RowFactory) -> Any:
+    """Execute and give the first row (shaped by the row factory), or None."""
+    row = _first_row(cursor, sql, params)
+    return None if row is None else row_factory(cursor.description, [row])[0]
+
+
+def query_value(cursor: Cursor, driver: Driver, sql: Any, params: Any) -> Any:
+    """Execute and give the first column of the first row, or None."""
+    row = _first_row(cursor, sql, params)
+    return None if row is None else row[0]
+
+
+def _first_row(cursor: Cursor, sql: Any, params: Any) -> Any:
+    """Execute; the first row, or None (none, or a statement that returns no rows)."""
+    if params is None:
+        cursor.execute(sql)
+    else:
+        cursor.execute(sql, params)
+    return None if cursor.description is None else cursor.fetchone()
 
 
 def operation(cursor: Cursor, driver: Driver, sql: Any, params: Any) -> int:
@@ -57,9 +80,14 @@ def interaction(cursor: Cursor, driver: Driver, fn: Callable[..., Any], args: tu
     outer = getattr(_interaction, "running", False)
     _interaction.running = True
     try:
-        return fn(cursor, *args, **kwargs)
+        result = fn(cursor, *args, **kwargs)
     finally:
         _interaction.running = outer
+    if inspect.isawaitable(result):  # a function that returned a coroutine: nothing awaits it
+        getattr(result, "close", lambda: None)()
+        raise TypeError(f"runInteraction's function returned {type(result).__name__}, which "
+                        "a worker thread cannot await: its transaction is rolled back")
+    return result
 
 
 def interacting() -> bool:

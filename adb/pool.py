@@ -18,6 +18,7 @@ from __future__ import annotations
 import enum
 import logging
 import threading
+import time
 from queue import Empty
 from typing import Any, Callable, Optional
 
@@ -25,12 +26,17 @@ from . import health
 from .call import CLAIM, FUTURE
 from .dispatch import STOP, WAKE, Dispatch
 from .drivers.base import Connection, Driver
-from .errors import PoolClosed, ServerUnavailable
+from .errors import ConnectionRejected, PoolClosed, ServerUnavailable
 from .handback import Handback
 from .watchdog import Watchdog
 from .worker import PoolConfig, Worker
 
 log = logging.getLogger("adb")
+
+#: during a connect backoff, the least time between two probes of the server, and
+#: how long one waits for its answer (``Pool._server_back``)
+PROBE_EVERY = 0.1
+PROBE_TIMEOUT = 0.2
 
 
 class PoolState(enum.Enum):
@@ -66,6 +72,9 @@ class Pool:
         self._cancel_grace = cancel_grace
         self._backoff = backoff or health.Backoff()
         self._reconnects = 0
+        self._last_failure: Optional[BaseException] = None  # the last connect's error
+        self._warm_up_errors: set[str] = set()
+        self._probed = 0.0  # when the server was last probed during a backoff
         self._state = PoolState.NEW
         self._state_lock = threading.Lock()
         self._alive = size
@@ -115,23 +124,23 @@ class Pool:
     def open_connection(self) -> Connection:
         """A new connection, unless the server failed recently: then fail fast.
 
-        Raises ServerUnavailable (the call never reached the server) while the
-        backoff after a failed attempt has not run out, or when this attempt fails.
+        Raises ConnectionRejected (at once, no backoff: the credentials, the
+        database or an option value are refused, and trying again will not help),
+        or ServerUnavailable (the call never reached the server) while the backoff
+        after a failed attempt has not run out, or when this attempt fails; either
+        way with the driver's error as its cause.
         """
         backoff = self._backoff
-        wait = backoff.wait_left()
-        if wait:
+        if backoff.wait_left() and not self._server_back():
             raise ServerUnavailable(
                 f"{self.name!r} cannot reach {self.driver.target} ({backoff.last_error}); "
-                f"next attempt in {wait:.1f} s")
+                f"next attempt in {backoff.wait_left():.1f} s") from self._last_failure
         try:
-            try:
-                conn = self.driver.connect()
-            except Exception:
-                if backoff.failures:
-                    raise
-                conn = self.driver.connect()  # one failure may be a fluke: retry at once
+            conn = self._connect(retry=not backoff.failures)
+        except ConnectionRejected:
+            raise
         except Exception as exc:
+            self._last_failure = exc
             error = f"{type(exc).__name__}: {str(exc).strip()[:300]}"
             delay = backoff.failed(error)
             if backoff.failures in (1, 5) or backoff.failures % 20 == 0:
@@ -142,7 +151,49 @@ class Pool:
         if backoff.succeeded():
             log.warning("%s: connected to %s again", self.name, self.driver.target)
             self._reconnects += 1
+        self._last_failure = None
         return conn
+
+    def _server_back(self) -> bool:
+        """While backing off: has the server come back? The driver's probe says
+        (``Driver.probe``: no login, no statement), at most one per ``PROBE_EVERY``
+        seconds for the whole pool, so a restarted server serves the first call
+        after it is back instead of the first after the backoff (up to 10 s)."""
+        now = time.monotonic()
+        with self._state_lock:
+            if now - self._probed < PROBE_EVERY:
+                return False
+            self._probed = now
+        if self.driver.probe(PROBE_TIMEOUT) is True:
+            return True
+        self._backoff.still_down()
+        return False
+
+    def _connect(self, retry: bool) -> Connection:
+        """One connect (two with ``retry``: one failure may be a fluke); a rejection
+        (``Driver.rejection``) is raised as ConnectionRejected at once."""
+        while True:
+            try:
+                return self.driver.connect()
+            except Exception as exc:
+                reason = self.driver.rejection(exc)
+                if reason is not None:
+                    raise ConnectionRejected(
+                        f"{self.name!r}: {self.driver.target} rejected the connection: "
+                        f"{reason}", reason) from exc
+                if not retry:
+                    raise
+                retry = False
+
+    def warm_up_failed(self, index: int, error: BaseException) -> None:
+        """Worker ``index`` could not connect before its first job (its thread): log
+        it, once per distinct error (every worker of a pool meets the same one)."""
+        message = str(error)
+        with self._state_lock:
+            seen = message in self._warm_up_errors
+            self._warm_up_errors.add(message)
+        if not seen:
+            log.warning("%s: worker %d could not connect: %s", self.name, index, message)
 
     def connect_wait(self) -> float:
         """Seconds until the connect backoff allows the next attempt (0: now)."""
@@ -209,6 +260,10 @@ class Pool:
         for worker in self.workers:
             if worker.thread.ident is not None and worker.thread is not threading.current_thread():
                 worker.thread.join()
+
+    def free_workers(self) -> int:
+        """How many workers run no call and serve no transaction (a snapshot)."""
+        return sum(not w.busy and not w.pinned for w in self.workers)
 
     def streams(self) -> int:
         """How many workers hold an open stream (each is pinned too)."""

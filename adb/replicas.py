@@ -1,9 +1,9 @@
 """Read replicas: which replica serves a ``replica=True`` read, and the thread that
 keeps each replica's health and lag known.
 
-A Database opened with ``replicas=[url, ...]`` owns one Database of the same
-front-end per replica (its own pool, its own ``stats()``), and one ``Monitor``
-thread that checks each replica on a connection of its own: every
+A Database opened with ``replicas=[url, ...]`` has one engine of the same
+front-end per replica (its own pool, its own ``stats()``; ``adb.engine``), and one
+monitor thread that checks each replica on a connection of its own: every
 ``CHECK_INTERVAL`` seconds while it serves, with backoff once it is down. The
 check is the driver's (``Driver.replica_position``): MariaDB/MySQL's
 ``Seconds_Behind_Master`` or a Galera node's state, or, on a PostgreSQL hot
@@ -33,7 +33,7 @@ import time
 from typing import Any, Optional, Protocol, Sequence
 
 from .drivers.base import Connection, Driver, ReplicaPosition
-from .errors import InterfaceError, ReplicaUnavailable
+from .errors import ReplicaUnavailable
 from .health import Backoff
 
 log = logging.getLogger("adb")
@@ -42,7 +42,6 @@ log = logging.getLogger("adb")
 CHECK_INTERVAL = 1.0
 #: the backoff between checks of a replica that is down
 DOWN_BACKOFF = (0.5, 5.0)
-FALLBACKS = ("primary", "raise")
 
 
 class ReplicaState(enum.Enum):
@@ -52,11 +51,11 @@ class ReplicaState(enum.Enum):
     DOWN = "down"            # no connection, or not a usable replica (the check says why)
 
 
-class ReplicaDatabase(Protocol):
-    """What the monitor needs of a replica's own Database."""
+class ReplicaEngine(Protocol):
+    """What the monitor needs of a replica's own engine (``adb.engine.Engine``)."""
 
     name: str
-    _driver: Driver
+    driver: Driver
 
     @property
     def closed(self) -> bool: ...
@@ -65,11 +64,11 @@ class ReplicaDatabase(Protocol):
 
 
 class Replica:
-    """One replica: its Database, and what the last check found (written by the
+    """One replica: its engine, and what the last check found (written by the
     monitor thread, read by whoever routes a call)."""
 
-    def __init__(self, db: ReplicaDatabase) -> None:
-        self.db = db
+    def __init__(self, engine: ReplicaEngine) -> None:
+        self.engine = engine
         self.state = ReplicaState.UNCHECKED
         self.lag: Optional[float] = None
         self.error: Optional[str] = None
@@ -95,7 +94,7 @@ class Replica:
         return now - self.unreplayed[0][0] if self.unreplayed else 0.0
 
     def stats(self) -> dict[str, Any]:
-        return {"name": self.db.name, "target": str(self.db._driver.target),
+        return {"name": self.engine.name, "target": str(self.engine.driver.target),
                 "state": self.state.value, "lag": self.lag, "error": self.error,
                 "served": self.served}
 
@@ -103,10 +102,10 @@ class Replica:
 class ReplicaSet:
     """The replicas of one Database, the choice among them, and their monitor."""
 
-    def __init__(self, name: str, dbs: Sequence[ReplicaDatabase],
+    def __init__(self, name: str, engines: Sequence[ReplicaEngine],
                  max_lag: Optional[float], fallback: str) -> None:
         self.name = name
-        self.replicas = [Replica(db) for db in dbs]
+        self.replicas = [Replica(engine) for engine in engines]
         self.max_lag = max_lag
         self.fallback = fallback
         self.fallbacks = 0  # reads asked of a replica that the primary served
@@ -118,38 +117,38 @@ class ReplicaSet:
         self._thread.start()
 
     @property
-    def dbs(self) -> list[Any]:
-        return [replica.db for replica in self.replicas]
+    def engines(self) -> list[Any]:
+        return [replica.engine for replica in self.replicas]
 
     def pick(self) -> Optional[Any]:
-        """The Database of the next healthy replica in turn, or None (caller's thread):
+        """The engine of the next healthy replica in turn, or None (caller's thread):
         the caller reads from the primary then, or raises (``choose``)."""
         healthy = [r for r in self.replicas if r.state is ReplicaState.HEALTHY]
         if not healthy:
             return None
         replica = healthy[next(self._turn) % len(healthy)]
         replica.served += 1
-        return replica.db
+        return replica.engine
 
     def choose(self, primary: Any) -> Any:
-        """The Database a ``replica=True`` read goes to: a healthy replica, else the
+        """The engine a ``replica=True`` read goes to: a healthy replica, else the
         primary, or ReplicaUnavailable under ``replica_fallback="raise"``."""
-        db = self.pick()
-        if db is not None:
-            return db
+        engine = self.pick()
+        if engine is not None:
+            return engine
         if self.fallback == "raise":
             raise ReplicaUnavailable(self._why_none())
         self.fallbacks += 1
         return primary
 
     def _why_none(self) -> str:
-        states = "; ".join(f"{r.db._driver.target}: {r.state.value}"
+        states = "; ".join(f"{r.engine.driver.target}: {r.state.value}"
                            + (f" ({r.error})" if r.error else "") for r in self.replicas)
         return f"no replica of {self.name!r} can serve reads now: {states}"
 
     def stats(self) -> dict[str, Any]:
         return {"fallbacks": self.fallbacks,
-                "replicas": [dict(r.stats(), pool=r.db.stats()) for r in self.replicas]}
+                "replicas": [dict(r.stats(), pool=r.engine.stats()) for r in self.replicas]}
 
     def stop(self) -> None:
         with self._changed:
@@ -176,7 +175,7 @@ class ReplicaSet:
 
     def _check(self, replica: Replica) -> None:
         """One check: connect if need be, ask the driver for the lag, update the state."""
-        driver = replica.db._driver
+        driver = replica.engine.driver
         try:
             if replica.conn is None:
                 replica.conn = driver.connect()
@@ -197,7 +196,7 @@ class ReplicaSet:
                 error: Optional[str], delay: float) -> None:
         if state is not replica.state and replica.state is not ReplicaState.UNCHECKED \
                 or state is ReplicaState.DOWN and replica.state is ReplicaState.UNCHECKED:
-            log.warning("%s: replica %s is %s%s", self.name, replica.db._driver.target,
+            log.warning("%s: replica %s is %s%s", self.name, replica.engine.driver.target,
                         state.value, f" ({error})" if error else "")
         with self._changed:
             replica.state, replica.lag, replica.error = state, lag, error
@@ -210,26 +209,9 @@ class ReplicaSet:
         conn, replica.conn = replica.conn, None
         if conn is not None:
             try:
-                replica.db._driver.close(conn)
+                replica.engine.driver.close(conn)
             except Exception:  # a dead connection may fail to close: it is gone anyway
                 pass
 
 
-def check_fallback(fallback: object) -> str:
-    if fallback not in FALLBACKS:
-        raise InterfaceError(f"replica_fallback must be 'primary' or 'raise', not {fallback!r}")
-    return str(fallback)
-
-
-def check_urls(replicas: object) -> list[Any]:
-    """The replica URLs (or Targets) as a list; a lone string is refused, not split."""
-    if replicas is None:
-        return []
-    if isinstance(replicas, (str, bytes)) or not hasattr(replicas, "__iter__"):
-        raise InterfaceError("replicas must be a list of database URLs, "
-                             f"not {type(replicas).__name__}")
-    return list(replicas)
-
-
-__all__ = ["CHECK_INTERVAL", "Replica", "ReplicaSet", "ReplicaState", "check_fallback",
-           "check_urls"]
+__all__ = ["CHECK_INTERVAL", "Replica", "ReplicaEngine", "ReplicaSet", "ReplicaState"]

@@ -26,10 +26,11 @@ besides its calls on ``tx`` must be safe to repeat.
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable, Optional, Protocol
+from typing import Any, Callable, NamedTuple, Optional, Protocol
 
 from .drivers.base import Driver
-from .errors import ConnectionLost, Error, InterfaceError, add_note, name_attempts
+from .errors import ConnectionLost, Error, add_note, name_attempts
+from .frontend import Waiting
 from .steps import Steps
 from .transaction import Transaction
 from .worker import retry_wait
@@ -39,34 +40,42 @@ from .worker import retry_wait
 DEFAULT_RETRIES = 3
 
 
+class Mode(NamedTuple):
+    """How each run's transaction begins: its isolation level (None: the server's
+    default) and whether it only reads."""
+
+    isolation: Optional[str] = None
+    read_only: bool = False
+
+
 class Retrier(Protocol):
-    """What the loop uses of its Database (``adb.core.BaseDatabase``)."""
+    """What the loop uses of its engine (``adb.engine.Engine``)."""
 
-    _blocking: bool
-    _fn_must_await: bool
-    _driver: Driver
+    driver: Driver
+    frontend: Any
 
-    def _begin(self, read_only: bool, timeout: Optional[float]) -> tuple[Transaction, Any]: ...
-    def _end_tx(self, tx: Transaction, commit: bool) -> Any: ...
-    def _delay(self, seconds: float) -> Any: ...
-    def _count_retry(self) -> None: ...
-    def _connect_wait(self) -> float: ...
+    def begin_pending(self, read_only: bool, timeout: Optional[float],
+                      isolation: Optional[str] = None) -> tuple[Transaction, Any]: ...
+    def end(self, tx: Transaction, commit: bool) -> Any: ...
+    def delay(self, seconds: float) -> Any: ...
+    def count_retry(self) -> None: ...
+    def connect_wait(self) -> float: ...
 
 
-def transaction(db: Retrier, fn: Callable[..., Any], args: tuple[Any, ...],
-                kwargs: dict[str, Any], retries: int) -> Steps:
+def transaction(engine: Retrier, fn: Callable[..., Any], args: tuple[Any, ...],
+                kwargs: dict[str, Any], retries: int, mode: Mode = Mode()) -> Steps:
     """The steps of one ``runTransaction``: its result, or its last error."""
     attempt = 1
     while True:
         tx: Optional[Transaction] = None
         committing = False
         try:
-            tx, begun = db._begin(False, None)
+            tx, begun = engine.begin_pending(mode.read_only, None, mode.isolation)
             yield begun
-            result = yield from _outcome(db, fn(tx, *args, **kwargs))
+            result = yield from _outcome(engine.frontend.waiting, fn(tx, *args, **kwargs))
             if tx.active:  # fn may have ended it itself
                 committing = True
-                yield db._end_tx(tx, True)
+                yield engine.end(tx, True)
             return result
         except GeneratorExit:  # dropped unfinished: the handle's finalizer rolls back
             raise
@@ -74,13 +83,13 @@ def transaction(db: Retrier, fn: Callable[..., Any], args: tuple[Any, ...],
             error = exc
         if tx is not None and tx.active:
             try:
-                yield db._end_tx(tx, False)
+                yield engine.end(tx, False)
             except Exception:  # its connection is gone: so is the transaction
                 pass
-        if not again(db._driver, error, committing, attempt, retries):
+        if not again(engine.driver, error, committing, attempt, retries):
             raise error
-        db._count_retry()
-        yield db._delay(retry_wait(attempt, error, db._connect_wait))
+        engine.count_retry()
+        yield engine.delay(retry_wait(attempt, error, engine.connect_wait))
         attempt += 1
 
 
@@ -102,26 +111,19 @@ def again(driver: Driver, error: BaseException, committing: bool, attempt: int,
     return True
 
 
-def _outcome(db: Retrier, result: Any) -> Steps:
+def _outcome(waiting: Waiting, result: Any) -> Steps:
     """``fn``'s result: awaited if it is an awaitable (a coroutine, a Deferred),
     which a blocking front-end refuses and an asyncio one requires."""
     if inspect.isawaitable(result):
-        if db._blocking:
+        if waiting is Waiting.BLOCKS:
             getattr(result, "close", lambda: None)()  # a coroutine never run: no warning
             raise TypeError("adb.sync's runTransaction runs a plain function, but fn returned "
                             f"{type(result).__name__}: pass a function that blocks")
         return (yield result)
-    if db._fn_must_await:
+    if waiting is Waiting.AWAITS:
         raise TypeError("runTransaction needs a coroutine function here (async def fn(tx, "
                         f"...)), but fn returned {type(result).__name__}")
     return result
 
 
-def check_retries(retries: object) -> int:
-    """``retries`` checked: a whole number >= 0."""
-    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-        raise InterfaceError(f"retries must be a whole number >= 0, not {retries!r}")
-    return retries
-
-
-__all__ = ["DEFAULT_RETRIES", "again", "check_retries", "transaction"]
+__all__ = ["DEFAULT_RETRIES", "Mode", "again", "transaction"]

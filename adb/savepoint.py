@@ -28,6 +28,7 @@ from typing import Any, Optional, Protocol
 from . import ops
 from .drivers.base import Cursor
 from .errors import TransactionError, add_note
+from .steps import Steps, run_async, run_blocking
 
 
 class SavepointState(enum.Enum):
@@ -41,12 +42,13 @@ class Holder(Protocol):
     """The transaction a savepoint belongs to (``adb.transaction.Transaction``)."""
 
     id: int
+    savepoints: Savepoints
 
     @property
     def active(self) -> bool: ...
-    def beginSavepoint(self) -> Any: ...
     def releaseSavepoint(self, savepoint: Savepoint) -> Any: ...
     def rollbackSavepoint(self, savepoint: Savepoint) -> Any: ...
+    def savepoint_step(self, statements: tuple[str, ...], result: Any) -> Any: ...
 
 
 class Savepoint:
@@ -121,57 +123,50 @@ def end_statements(name: str, keep: bool) -> tuple[str, ...]:
 class SavepointContext:
     """``async with tx.savepoint() as sp`` (``with`` on adb.sync): release when the
     block ends normally, roll back to it when the block raises (the exception
-    goes on); nothing if the block ended it itself."""
+    goes on); nothing if the block ended it itself. Both forms run the same
+    steps (``adb.steps``)."""
 
-    def __init__(self, tx: Holder, savepoints: Savepoints) -> None:
+    def __init__(self, tx: Holder) -> None:
         self.tx = tx
-        self.savepoints = savepoints
         self.savepoint: Optional[Savepoint] = None
 
-    async def __aenter__(self) -> Savepoint:
-        begun = self.tx.beginSavepoint()
+    def _enter(self) -> Steps:
+        savepoints = self.tx.savepoints
+        savepoint, statement = savepoints.begin(self.tx)
         try:
-            self.savepoint = await begun
+            yield self.tx.savepoint_step((statement,), savepoint)
         except BaseException:
-            self._failed()
+            savepoints.failed(savepoint)
             raise
-        return self.savepoint
+        self.savepoint = savepoint
+        return savepoint
 
-    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+    def _exit(self, exc: Optional[BaseException]) -> Steps:
         savepoint = self.savepoint
         if savepoint is None or not savepoint.active:
             return
+        statements = self.tx.savepoints.end(savepoint, keep=exc is None)
         if exc is None:
-            await savepoint.release()
+            yield self.tx.savepoint_step(statements, None)
             return
         try:
-            await savepoint.rollback()
+            yield self.tx.savepoint_step(statements, None)
         except Exception as undo_error:  # the transaction itself is gone: exc says why
             _undo_failed(exc, undo_error)
 
+    async def __aenter__(self) -> Savepoint:
+        savepoint: Savepoint = await run_async(self._enter())
+        return savepoint
+
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        await run_async(self._exit(exc))
+
     def __enter__(self) -> Savepoint:
-        try:
-            self.savepoint = self.tx.beginSavepoint()
-        except BaseException:
-            self._failed()
-            raise
-        return self.savepoint
+        savepoint: Savepoint = run_blocking(self._enter())
+        return savepoint
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        savepoint = self.savepoint
-        if savepoint is None or not savepoint.active:
-            return
-        if exc is None:
-            savepoint.release()
-            return
-        try:
-            savepoint.rollback()
-        except Exception as undo_error:
-            _undo_failed(exc, undo_error)
-
-    def _failed(self) -> None:
-        if self.savepoints.open:
-            self.savepoints.failed(self.savepoints.open[-1])
+        run_blocking(self._exit(exc))
 
 
 def _undo_failed(exc: BaseException, undo_error: BaseException) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import enum
 import re
-from typing import Callable
+from typing import Callable, Optional
 
 _DML = re.compile(r"\s*(insert|update|delete|replace)\s", re.IGNORECASE)
 #: characters that change how quotes are read (escapes, dollar quotes): never self-contained
@@ -91,4 +91,20 @@ class PathCache:
         self.paths[sql] = Path.TRANSACTION
 
 
-__all__ = ["Path", "PathCache", "is_dml", "self_contained", "without_terminator"]
+def placeholder_hint(sql: object, paramstyle: str) -> Optional[str]:
+    """For a statement the driver refused: a note when its placeholders are another
+    paramstyle's (``%s`` on a ``qmark`` driver such as sqlite3, ``?`` on a
+    ``pyformat`` one), the likely cause of the syntax error; else None."""
+    if not isinstance(sql, str):
+        return None
+    if paramstyle == "qmark" and ("%s" in sql or "%(" in sql):
+        return ("adb: this driver's paramstyle is 'qmark' (db.paramstyle): write its "
+                "placeholders as ?, not %s")
+    if paramstyle in ("format", "pyformat") and "?" in sql:
+        return (f"adb: this driver's paramstyle is {paramstyle!r} (db.paramstyle): write its "
+                "placeholders as %s, not ?")
+    return None
+
+
+__all__ = ["Path", "PathCache", "is_dml", "placeholder_hint", "self_contained",
+           "without_terminator"]

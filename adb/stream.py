@@ -2,7 +2,7 @@
 
 A stream holds one worker the way a transaction does: in a transaction of its
 own (read-only where the server allows it) or in the caller's. The worker keeps
-a cursor open across jobs (``Worker.open_stream``/``fetch_stream``; a
+a cursor open across jobs (``Session.open_stream``/``fetch_stream``; a
 server-side cursor where the driver has one) and fetches a batch only when the
 consumer asks for one. The consumer asks for the next batch as it starts on
 the current one, so at most two batches are held: the one being read and the
@@ -29,10 +29,15 @@ from typing import Any, Iterator, Optional, Protocol
 from .call import job
 from .errors import Error, StreamTimeout
 from .rows import RowFactory
+from .session import Batch, Session, StreamGate
+from .steps import Steps, run_async, run_blocking
+from .telemetry import FETCH, Operation, What
 from .transaction import Transaction, TxState
-from .worker import Batch, StreamGate, Worker
 
 log = logging.getLogger("adb")
+
+#: the span name of the job that closes a stream before its end
+CLOSE_STREAM = Operation("close_stream")
 
 
 class StreamState(enum.Enum):
@@ -43,46 +48,48 @@ class StreamState(enum.Enum):
 
 
 class Streamer(Protocol):
-    """What a stream uses of its Database (``adb.core.BaseDatabase``)."""
+    """What a stream uses of its engine (``adb.engine.Engine``)."""
 
     name: str
-    _refusal: Optional[BaseException]
+    frontend: Any
 
-    def _begin(self, read_only: bool, timeout: Optional[float]) -> tuple[Transaction, Any]: ...
-    def _submit(self, fn: Any, args: tuple[Any, ...], put: Any) -> Any: ...
-    def _end_tx(self, tx: Transaction, commit: bool) -> Any: ...
-    def _forget_tx(self, tx: Transaction) -> None: ...
-    def _discard(self, future: Any) -> None: ...
+    def check_open(self) -> None: ...
+    def begin_pending(self, read_only: bool,
+                      timeout: Optional[float]) -> tuple[Transaction, Any]: ...
+    def submit(self, fn: Any, args: tuple[Any, ...], put: Any, what: What,
+               tx: Optional[Transaction] = None) -> Any: ...
+    def end(self, tx: Transaction, commit: bool) -> Any: ...
+    def forget(self, tx: Transaction) -> None: ...
 
 
 class StreamCore:
     """A stream's requests and state, whatever its front-end. A subclass waits for
     the futures (``await`` or a blocking wait) and iterates."""
 
-    def __init__(self, db: Streamer, sql: Any, params: Any, tx: Optional[Transaction],
+    def __init__(self, engine: Streamer, sql: Any, params: Any, tx: Optional[Transaction],
                  size: int, factory: RowFactory, timeout: Optional[float],
                  idle_timeout: Optional[float], export: bool) -> None:
-        self._db = db
+        self._engine = engine
         self._size = size
         self._factory = factory
         self.state = StreamState.OPEN
         self._own = tx is None
         self._begun: Any = None
         if tx is None:  # (a caller's tx was checked by the Database)
-            tx, self._begun = db._begin(True, timeout)
+            tx, self._begun = engine.begin_pending(True, timeout)
         self._tx = tx
         self._gate = StreamGate(tx.queue, idle_timeout)
         self._rows: Iterator[Any] = iter(())
         self._taken = 0  # rows received in batches
         self._ending: Any = None  # the commit of its own transaction, sent at the end
         self._error: Optional[BaseException] = None  # a request that could not be sent
-        self._pending: Any = db._submit(
-            Worker.open_stream, (self._gate, self._own, export, sql, params, size, factory),
-            self._gate.put)
-        self._finalizer = weakref.finalize(self, _dropped, db, tx, self._gate, self._own)
+        self._pending: Any = engine.submit(
+            Session.open_stream, (self._gate, self._own, export, sql, params, size, factory),
+            self._gate.put, Operation("", sql, (("adb.stream", True),)), tx)
+        self._finalizer = weakref.finalize(self, _dropped, engine, tx, self._gate, self._own)
 
     def __repr__(self) -> str:
-        return (f"<adb stream of {self._db.name!r} {self.state.value}, "
+        return (f"<adb stream of {self._engine.name!r} {self.state.value}, "
                 f"{self.delivered} rows delivered>")
 
     @property
@@ -119,18 +126,18 @@ class StreamCore:
         return rows
 
     def _request(self) -> Any:
-        db = self._db
-        if db._refusal is not None:
-            raise db._refusal
-        self._tx.check(db)  # type: ignore[arg-type]
-        return db._submit(Worker.fetch_stream, (self._size, self._factory), self._gate.put)
+        engine = self._engine
+        engine.check_open()
+        self._tx.check(engine)
+        return engine.submit(Session.fetch_stream, (self._size, self._factory), self._gate.put,
+                             FETCH, self._tx)
 
     def _send_end(self, commit: bool) -> Any:
         """End the stream's own transaction; the future of that, or None if it is over."""
         if self._tx.state not in (TxState.BEGINNING, TxState.ACTIVE):
             return None
         try:
-            return self._db._end_tx(self._tx, commit)
+            return self._engine.end(self._tx, commit)
         except Error:  # the Database is closing: it rolls the transaction back itself
             return None
 
@@ -142,7 +149,7 @@ class StreamCore:
         self._rows = iter(())
         for future in (self._pending, self._begun):
             if future is not None:
-                self._db._discard(future)
+                self._engine.frontend.discard(future)
         self._pending = self._begun = None
         return was
 
@@ -159,7 +166,8 @@ class StreamCore:
         if was is StreamState.ENDED:
             return None
         try:
-            return self._db._submit(Worker.close_stream, (), self._gate.put)
+            return self._engine.submit(Session.close_stream, (), self._gate.put, CLOSE_STREAM,
+                                       self._tx)
         except Error:  # idle-closed already, or the Database is closing
             return None
 
@@ -169,7 +177,7 @@ class StreamCore:
         if self.state in (StreamState.CLOSED, StreamState.FAILED):
             return
         if self._stop() is StreamState.OPEN:
-            _dropped(self._db, self._tx, self._gate, self._own)
+            _dropped(self._engine, self._tx, self._gate, self._own)
 
     def _failed(self, exc: BaseException) -> BaseException:
         """The stream ends with ``exc``: close it, and say in adb's own errors how
@@ -185,17 +193,58 @@ class StreamCore:
         return exc
 
 
-def _dropped(db: Streamer, tx: Transaction, gate: StreamGate, own: bool) -> None:
+    # -- the steps both forms run (``adb.steps``) ----------------------------------------
+
+    def _next_steps(self) -> Steps:
+        """The next batch's rows; None at the end (its own transaction then ended)."""
+        pending = self._take_pending()
+        if pending is None:
+            yield from self._end_steps()
+            return None
+        try:
+            if self._begun is not None:
+                begun, self._begun = self._begun, None
+                yield begun
+            batch = yield pending
+        except BaseException as exc:
+            raise self._failed(exc)
+        return self._received(batch)
+
+    def _end_steps(self) -> Steps:
+        ending, self._ending = self._ending, None
+        self.state = StreamState.CLOSED
+        if ending is not None:
+            try:
+                yield ending
+            except Exception as exc:  # every row arrived: the read-only commit is moot
+                log.info("%r: its transaction did not commit: %s", self, exc)
+
+    def _fetch_steps(self) -> Steps:
+        """The rest of the current batch, or the next batch; [] at the end."""
+        rest = list(self._rows)
+        if rest:
+            return rest
+        rows = yield from self._next_steps()
+        self._rows = iter(())  # all of it goes to the caller
+        return [] if rows is None else rows
+
+    def _close_steps(self) -> Steps:
+        future = self._close_requests()
+        if future is not None:
+            yield future
+
+
+def _dropped(engine: Streamer, tx: Transaction, gate: StreamGate, own: bool) -> None:
     """A stream was dropped while open (``break``, an exception in the loop): its
     worker closes the cursor and, for its own transaction, rolls it back. Nobody
     waits for that."""
     if own:
         if tx.state in (TxState.BEGINNING, TxState.ACTIVE):
-            db._forget_tx(tx)
-            tx.queue.put(job(None, Worker.finish, None, None, (tx, False)))
+            engine.forget(tx)
+            tx.queue.put(job(None, Session.finish, None, None, (tx, False)))
         return
     try:
-        gate.put(job(None, Worker.close_stream, None, None, ()))
+        gate.put(job(None, Session.close_stream, None, None, ()))
     except StreamTimeout:
         pass
 
@@ -215,50 +264,20 @@ class Stream(StreamCore):
         for row in self._rows:
             return row
         while True:
-            rows = await self._next_batch()
+            rows = await run_async(self._next_steps())
+            if rows is None:
+                raise StopAsyncIteration
             if rows:
                 return next(self._rows)
 
-    async def _next_batch(self) -> list[Any]:
-        pending = self._take_pending()
-        if pending is None:
-            await self._end()
-            raise StopAsyncIteration
-        try:
-            if self._begun is not None:
-                begun, self._begun = self._begun, None
-                await begun
-            batch = await pending
-        except BaseException as exc:
-            raise self._failed(exc)
-        return self._received(batch)
-
-    async def _end(self) -> None:
-        ending, self._ending = self._ending, None
-        self.state = StreamState.CLOSED
-        if ending is not None:
-            try:
-                await ending
-            except Exception as exc:  # every row arrived: the read-only commit is moot
-                log.info("%r: its transaction did not commit: %s", self, exc)
-
     async def fetch(self) -> list[Any]:
         """The rest of the current batch, or the next batch; [] at the end."""
-        rest = list(self._rows)
-        if rest:
-            return rest
-        try:
-            rows = await self._next_batch()
-        except StopAsyncIteration:
-            return []
-        self._rows = iter(())  # all of it goes to the caller
+        rows: list[Any] = await run_async(self._fetch_steps())
         return rows
 
     async def aclose(self) -> None:
         """End the stream now: its cursor is closed and its worker freed."""
-        future = self._close_requests()
-        if future is not None:
-            await future
+        await run_async(self._close_steps())
 
     async def __aenter__(self) -> Stream:
         return self
@@ -281,58 +300,26 @@ class SyncStream(StreamCore):
         for row in self._rows:
             return row
         while True:
-            if self._next_batch():
+            rows = run_blocking(self._next_steps())
+            if rows is None:
+                raise StopIteration
+            if rows:
                 return next(self._rows)
-
-    def _next_batch(self) -> list[Any]:
-        pending = self._take_pending()
-        if pending is None:
-            self._end()
-            raise StopIteration
-        try:
-            batch = _wait(pending)
-        except BaseException as exc:
-            raise self._failed(exc)
-        return self._received(batch)
-
-    def _end(self) -> None:
-        ending, self._ending = self._ending, None
-        self.state = StreamState.CLOSED
-        if ending is not None:
-            try:
-                _wait(ending)
-            except Exception as exc:  # every row arrived: the read-only commit is moot
-                log.info("%r: its transaction did not commit: %s", self, exc)
 
     def fetch(self) -> list[Any]:
         """The rest of the current batch, or the next batch; [] at the end."""
-        rest = list(self._rows)
-        if rest:
-            return rest
-        try:
-            rows = self._next_batch()
-        except StopIteration:
-            return []
-        self._rows = iter(())  # all of it goes to the caller
+        rows: list[Any] = run_blocking(self._fetch_steps())
         return rows
 
     def close(self) -> None:
         """End the stream now: its cursor is closed and its worker freed."""
-        future = self._close_requests()
-        if future is not None:
-            _wait(future)
+        run_blocking(self._close_steps())
 
     def __enter__(self) -> SyncStream:
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
         self.close()
-
-
-def _wait(waiter: Any) -> Any:
-    """The value of a blocking front-end's future (``adb.core.Waitable``)."""
-    waiter.wait(None)
-    return waiter.result()
 
 
 __all__ = ["Stream", "StreamCore", "StreamState", "Streamer", "SyncStream"]

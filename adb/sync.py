@@ -6,45 +6,135 @@ threads may share one Database; results go straight to the waiting thread.
 
 from __future__ import annotations
 
-import threading
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence, TypeVar
+from queue import Empty, SimpleQueue
+from typing import (TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence, Tuple,
+                    TypeVar)
 
-from .core import SQL, BaseDatabase, Params, frontend_doc
+from .args import SQL, Params
+from .core import URL, BaseDatabase, frontend_doc
+from .options import EMBEDDED
+from .frontend import BlockingFrontEnd
+from .handback import DirectHandback, Handback
 from .listener import SyncListener
 from .stream import SyncStream
-from .transaction import Transaction
+from . import transaction as _transaction
+from .savepoint import Savepoint
+from .transaction import Transaction as _Tx, TransactionContext
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from .options import Options
 
 T = TypeVar("T")
 
 
-class Waiter:
-    """The blocking front-end's future: a lock released when the result arrives."""
+#: what a Waiter receives: ``(ok, value)``, a call's result (``ok``) or its exception
+Outcome = Tuple[bool, Any]
 
-    __slots__ = ("_lock", "ok", "value")
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._lock.acquire()
-        self.ok = False
-        self.value: Any = None
+class Waiter(SimpleQueue[Outcome]):
+    """The blocking front-end's future: a queue that receives the call's one outcome.
 
-    def deliver(self, ok: bool, value: Any) -> None:
-        """Set the outcome and wake the waiting thread (any thread, once)."""
-        self.ok = ok
-        self.value = value
-        self._lock.release()
+    Made, filled and emptied in C (``SimpleQueue``), so a call's future costs no
+    Python frame to make, settle or wait for: the waiting thread blocks in ``get``
+    with the GIL released until a worker puts the outcome there.
+    """
+
+    __slots__ = ("_outcome",)
 
     def wait(self, timeout: Optional[float]) -> bool:
         """Block until delivered (True) or ``timeout`` seconds passed (False)."""
-        if timeout is None:
-            return self._lock.acquire()
-        return self._lock.acquire(timeout=timeout)
+        try:
+            self._outcome = self.get(timeout=timeout)
+        except Empty:
+            return False
+        return True
 
     def result(self) -> Any:
-        """The value delivered, or raise the exception delivered."""
-        if self.ok:
-            return self.value
-        raise self.value
+        """The value delivered, or raise the exception delivered (after ``wait``)."""
+        ok, value = self._outcome
+        if ok:
+            return value
+        raise value
+
+
+def _outcome(waiter: Waiter) -> Any:
+    """Wait for an unclaimed call's outcome; its value, or raise its exception."""
+    ok, value = waiter.get()
+    if ok:
+        return value
+    raise value
+
+
+class Transaction(_transaction.Transaction):
+    """A transaction handle of this front-end: its methods (``adb.transaction.Transaction``)
+    give a value."""
+
+    if TYPE_CHECKING:  # what each method returns on this front-end
+        def runQuery(self, sql: SQL, params: Params = None, *, row_factory: Any = None,
+                     timeout: Optional[float] = None,
+                     statement_timeout: Optional[float] = None) -> list[Any]: ...
+
+        def runQueryRow(self, sql: SQL, params: Params = None, *, row_factory: Any = None,
+                        timeout: Optional[float] = None,
+                        statement_timeout: Optional[float] = None) -> Optional[Any]: ...
+
+        def runQueryValue(self, sql: SQL, params: Params = None, *,
+                          timeout: Optional[float] = None,
+                          statement_timeout: Optional[float] = None) -> Optional[Any]: ...
+
+        def runOperation(self, sql: SQL, params: Params = None, *,
+                         timeout: Optional[float] = None,
+                         statement_timeout: Optional[float] = None) -> int: ...
+
+        def runMany(self, sql: SQL, seq_of_params: Any, *, timeout: Optional[float] = None,
+                    statement_timeout: Optional[float] = None) -> int: ...
+
+        def runInteraction(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T: ...
+
+        def beginSavepoint(self) -> Savepoint: ...
+
+        def releaseSavepoint(self, savepoint: Savepoint) -> None: ...
+
+        def rollbackSavepoint(self, savepoint: Savepoint) -> None: ...
+
+        def commit(self) -> None: ...
+
+        def rollback(self) -> None: ...
+
+
+class SyncFrontEnd(BlockingFrontEnd[Waiter]):
+    """Callers block on a ``Waiter``; results are settled in the worker thread."""
+
+    stream_class = SyncStream
+    listener_class = SyncListener
+    transaction_class = Transaction
+    new_future = Waiter
+    outcome = staticmethod(_outcome)
+    # a Waiter's caller never gives it up (a claim decides a timed-out wait): its
+    # queue is empty, ``qsize()`` 0, until its outcome is put there. The C method
+    # itself: a worker asks this before every call
+    abandoned = staticmethod(Waiter.qsize)  # type: ignore[assignment]
+
+    @staticmethod
+    def settle(waiter: Waiter, ok: bool, value: Any) -> None:
+        waiter.put((ok, value))
+
+    def handback(self, after: Optional[Callable[[], None]],
+                 saturated: Callable[[], bool]) -> Handback:
+        return WaiterHandback(self.settle, after)
+
+
+class WaiterHandback(DirectHandback):
+    """The hand-back of Waiters: each outcome is put in its Waiter at once (worker
+    thread), as ``SyncFrontEnd.settle`` would, without a call per result."""
+
+    def __call__(self, future: Any, ok: bool, value: Any) -> None:
+        future.put((ok, value))
+        self.settled += 1  # a statistic: a lost increment between threads is harmless
+        if self._after is not None:
+            self._after()
 
 
 class Database(BaseDatabase[Waiter]):
@@ -55,61 +145,73 @@ class Database(BaseDatabase[Waiter]):
     """
     __doc__ = frontend_doc(__doc__)
 
-    _blocking = True
+    def __init__(self, url: URL = EMBEDDED, **options: Unpack[Options]) -> None:
+        self._frontend = SyncFrontEnd()
+        super().__init__(url, **options)
 
     if TYPE_CHECKING:  # what each method returns on this front-end (written in BaseDatabase)
-        def runQuery(self, sql: SQL, params: Params = None, tx: Optional[Transaction] = None,
-                     *, row_factory: Any = None, timeout: Optional[float] = None,
-                     statement_timeout: Optional[float] = None, replica: bool = False) -> list[Any]: ...
+        def connect(self, *, timeout: Optional[float] = None) -> None: ...
 
-        def runOperation(self, sql: SQL, params: Params = None,
-                         tx: Optional[Transaction] = None, *, timeout: Optional[float] = None,
+        def runQuery(self, sql: SQL, params: Params = None, tx: Optional[_Tx] = None, *,
+                     row_factory: Any = None, timeout: Optional[float] = None,
+                     statement_timeout: Optional[float] = None,
+                     replica: bool = False) -> list[Any]: ...
+
+        def runQueryRow(self, sql: SQL, params: Params = None, tx: Optional[_Tx] = None, *,
+                        row_factory: Any = None, timeout: Optional[float] = None,
+                        statement_timeout: Optional[float] = None,
+                        replica: bool = False) -> Optional[Any]: ...
+
+        def runQueryValue(self, sql: SQL, params: Params = None, tx: Optional[_Tx] = None, *,
+                          timeout: Optional[float] = None,
+                          statement_timeout: Optional[float] = None,
+                          replica: bool = False) -> Optional[Any]: ...
+
+        def runOperation(self, sql: SQL, params: Params = None, tx: Optional[_Tx] = None, *,
+                         timeout: Optional[float] = None,
                          statement_timeout: Optional[float] = None) -> int: ...
 
-        def runMany(self, sql: SQL, seq_of_params: Iterable[Params],
-                    tx: Optional[Transaction] = None, *, timeout: Optional[float] = None,
+        def runMany(self, sql: SQL, seq_of_params: Iterable[Params], tx: Optional[_Tx] = None,
+                    *, timeout: Optional[float] = None,
                     statement_timeout: Optional[float] = None) -> int: ...
 
         def runInteraction(self, fn: Callable[..., T], *args: Any,
                            **kwargs: Any) -> T: ...
 
-        def beginTransaction(self, *, timeout: Optional[float] = None,
-                             replica: bool = False) -> Transaction: ...
+        def beginTransaction(self, *, timeout: Optional[float] = None, replica: bool = False,
+                             isolation: Optional[str] = None,
+                             read_only: bool = False) -> Transaction: ...
 
-        def runTransaction(self, fn: Callable[..., T], *args: Any,
-                           retries: Optional[int] = None, **kwargs: Any) -> T: ...
+        def transaction(self, *, timeout: Optional[float] = None, replica: bool = False,
+                        isolation: Optional[str] = None,
+                        read_only: bool = False) -> TransactionContext[Transaction]: ...
 
-        def commitTransaction(self, tx: Transaction) -> None: ...
+        def runTransaction(self, fn: Callable[..., T], *args: Any, retries: Optional[int] = None,
+                           isolation: Optional[str] = None, read_only: bool = False,
+                           **kwargs: Any) -> T: ...
 
-        def rollbackTransaction(self, tx: Transaction) -> None: ...
+        def commitTransaction(self, tx: _Tx) -> None: ...
+
+        def rollbackTransaction(self, tx: _Tx) -> None: ...
 
         def wait_for_room(self) -> None: ...
 
-        def stream(self, sql: SQL, params: Params = None, tx: Optional[Transaction] = None,
-                   *, batch: int = 1000, row_factory: Any = None,
-                   timeout: Optional[float] = None,
+        def stream(self, sql: SQL, params: Params = None, tx: Optional[_Tx] = None, *,
+                   batch: int = 1000, row_factory: Any = None, timeout: Optional[float] = None,
                    idle_timeout: Optional[float] = None, replica: bool = False) -> SyncStream: ...
 
-        def copy_out(self, sql: SQL, params: Params = None, tx: Optional[Transaction] = None,
-                     *, batch: int = 1000, timeout: Optional[float] = None,
+        def copy_out(self, sql: SQL, params: Params = None, tx: Optional[_Tx] = None, *,
+                     batch: int = 1000, timeout: Optional[float] = None,
                      idle_timeout: Optional[float] = None) -> SyncStream: ...
 
         def copy_in(self, table: str, rows: Any, columns: Optional[Sequence[str]] = None,
-                    tx: Optional[Transaction] = None, *,
+                    tx: Optional[_Tx] = None, *,
                     timeout: Optional[float] = None) -> int: ...
 
         def listen(self, *channels: str, max_queued: int = 10000) -> SyncListener: ...
 
         def notify(self, channel: str, payload: str = "",
-                   tx: Optional[Transaction] = None) -> None: ...
-
-    # -- the front-end interface: no loop thread, so no _scheduler ---------------
-
-    _new_future = Waiter
-
-    @staticmethod
-    def _settle(waiter: Waiter, ok: bool, value: Any) -> None:
-        waiter.deliver(ok, value)
+                   tx: Optional[_Tx] = None) -> None: ...
 
     # -- what differs in the public API: the caller blocks ----------------------------
 
@@ -119,10 +221,20 @@ class Database(BaseDatabase[Waiter]):
 
         With ``timeout`` (seconds, one limit for the whole wait), calls still queued
         when it passes fail with PoolClosed; calls already running are waited for.
+
+        :param timeout: seconds to wait for queued calls (default: all of them).
+        :raises InterfaceError: ``timeout`` is not a number of seconds >= 0.
         """
-        self._close_blocking(timeout)
+        self._engine.close(timeout)
 
     def __enter__(self) -> Database:
+        """Open the first connection (``connect()``); a Database that cannot is closed
+        again, and the error raised."""
+        try:
+            self.connect()
+        except BaseException:
+            self.close()
+            raise
         return self
 
     def __exit__(self, *exc_info: Any) -> None:

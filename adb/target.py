@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import re
 from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 _SECRET_KEYS = frozenset({"password", "passwd", "pass", "secret"})
 
@@ -55,7 +57,9 @@ class Target:
         """A URL-like, password-free description for reprs, logs and errors."""
         kw = self.kwargs
         scheme = self.scheme or self.driver
-        if self.args and not kw:
+        if self.family is Family.POSTGRESQL and self.args and isinstance(self.args[0], str):
+            kw = {**libpq_fields(self.args[0]), **kw}  # a libpq DSN: its host and database
+        elif self.args and not kw:
             return f"{scheme}://(positional connect arguments)"
         if self.family is Family.SQLITE:
             path = str(kw.get("database", ":memory:"))
@@ -64,18 +68,8 @@ class Target:
         if any(k in kw for k in _SECRET_KEYS):
             user += ":***"
         db = kw.get("database") or kw.get("dbname") or kw.get("db") or ""
-        netloc = (user + "@" if user else "") + ",".join(self._hosts())
+        netloc = (user + "@" if user else "") + ",".join(_hosts(kw))
         return f"{scheme}://{netloc}/{db}"
-
-    def _hosts(self) -> list[str]:
-        """``host:port`` of each host, several for a multi-host target (libpq's
-        comma-separated ``host``/``port`` form)."""
-        host = str(self.kwargs.get("host") or self.kwargs.get("unix_socket") or "")
-        port = self.kwargs.get("port")
-        hosts, ports = host.split(","), str(port or "").split(",")
-        if len(ports) != len(hosts):
-            ports = ports[:1] * len(hosts)
-        return [h + (f":{p}" if p else "") for h, p in zip(hosts, ports)]
 
     def __repr__(self) -> str:
         return f"Target({self.describe()!r})"
@@ -83,4 +77,41 @@ class Target:
     __str__ = describe
 
 
-__all__ = ["Family", "Target"]
+def _hosts(kwargs: dict[str, Any]) -> list[str]:
+    """``host:port`` of each host, several for a multi-host target (libpq's
+    comma-separated ``host``/``port`` form)."""
+    host = str(kwargs.get("host") or kwargs.get("unix_socket") or "")
+    port = kwargs.get("port")
+    hosts, ports = host.split(","), str(port or "").split(",")
+    if len(ports) != len(hosts):
+        ports = ports[:1] * len(hosts)
+    return [h + (f":{p}" if p else "") for h, p in zip(hosts, ports)]
+
+
+_PAIR = re.compile(r"(\w+)\s*=\s*('(?:[^'\\]|\\.)*'|\S*)")
+#: what a description shows of a libpq DSN (the password only as being there)
+_SHOWN = ("host", "hostaddr", "port", "user", "dbname", "password")
+
+
+def libpq_fields(dsn: str) -> dict[str, str]:
+    """What ``describe`` shows of a libpq connection string, in its ``key=value``
+    form or its ``postgresql://`` URI form: host, port, user, dbname, and
+    ``password`` as ``***`` where one is given (never its value)."""
+    fields: dict[str, str] = {}
+    if "://" in dsn:
+        parts = urlsplit(dsn)
+        userinfo, _, hosts = parts.netloc.rpartition("@")
+        user, colon, _ = userinfo.partition(":")
+        fields.update(host=unquote(hosts), user=unquote(user), dbname=unquote(parts.path[1:]))
+        if colon:
+            fields["password"] = "***"
+        fields.update(parse_qsl(parts.query))
+    else:
+        fields.update((key, value.strip("'")) for key, value in _PAIR.findall(dsn))
+    if "hostaddr" in fields and not fields.get("host"):
+        fields["host"] = fields["hostaddr"]
+    return {key: ("***" if key == "password" else value) for key, value in fields.items()
+            if key in _SHOWN and value}
+
+
+__all__ = ["Family", "Target", "libpq_fields"]

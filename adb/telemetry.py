@@ -30,7 +30,7 @@ import re
 import threading
 import time
 import weakref
-from typing import Any, Callable, Optional
+from typing import Any, Callable, NamedTuple, Optional, Protocol, Union
 
 from .errors import InterfaceError
 from .target import Family, Target
@@ -82,21 +82,53 @@ def available() -> bool:
     return _trace is not None
 
 
-def check_slow_call(slow_call: object) -> Optional[float]:
-    if slow_call is None:
-        return None
-    if isinstance(slow_call, bool) or not isinstance(slow_call, (int, float)) or slow_call < 0:
-        raise InterfaceError(f"slow_call must be a number of seconds >= 0, not {slow_call!r}")
-    return float(slow_call)
+class Operation(NamedTuple):
+    """What a call that is not one plain statement does, for its span: its name
+    (``COPY``, ``NOTIFY``, ``runInteraction``; "" to take it from ``sql``), the
+    statement it runs (or None) and attributes of its own. A call that runs one
+    statement is described by its SQL text alone."""
+
+    name: str
+    sql: Any = None
+    attributes: tuple[tuple[str, Any], ...] = ()
+
+
+#: what the calls that have no statement of their own are (the span names)
+BEGIN, COMMIT, ROLLBACK = Operation("BEGIN"), Operation("COMMIT"), Operation("ROLLBACK")
+FETCH = Operation("FETCH", attributes=(("adb.stream", True),))
+INTERACTION = Operation("runInteraction")
+NOTIFY = Operation("NOTIFY")
+CONNECT = Operation("connect")
+
+#: what a call is: its SQL text, or an Operation
+What = Union[str, bytes, Operation]
+
+
+def many_what(sql: Any, count: int) -> Operation:
+    """What a ``runMany`` of ``count`` parameter sets is."""
+    return Operation("", sql, (("adb.batch.size", count),))
+
+
+class Traced(Protocol):
+    """A transaction as telemetry sees it (``adb.transaction.Transaction``): the
+    span its statements are children of, made when its BEGIN runs."""
+
+    span: Any
+    read_only: bool
+
+    def trace_span(self, span: Any) -> None: ...
 
 
 class Trace:
-    """One call's telemetry, made in the caller's thread as the call is queued:
-    the caller's OpenTelemetry context (None without tracing) and when it was queued."""
+    """One call's telemetry, made in the caller's thread as the call is queued: what
+    the call is, the transaction it runs in (or None), the caller's OpenTelemetry
+    context (None without tracing) and when it was queued."""
 
-    __slots__ = ("context", "queued", "queued_ns")
+    __slots__ = ("what", "tx", "context", "queued", "queued_ns")
 
-    def __init__(self, context: Any) -> None:
+    def __init__(self, what: What, tx: Optional[Traced], context: Any) -> None:
+        self.what = what
+        self.tx = tx
         self.context = context
         self.queued = time.perf_counter()
         self.queued_ns = time.time_ns()
@@ -118,7 +150,7 @@ class Span:
 
 class Telemetry:
     """The telemetry of one Database: its tracer and instruments, its slow-call
-    threshold. Built in ``BaseDatabase.__init__``; ``trace()`` runs in the caller's
+    threshold. Built with its engine (``adb.engine``); ``trace()`` runs in the caller's
     thread, everything else in worker threads (and the meter's collection thread
     for the observable instruments)."""
 
@@ -166,9 +198,10 @@ class Telemetry:
 
     # -- the caller's thread ---------------------------------------------------------
 
-    def trace(self) -> Trace:
-        """A call is being queued: its caller's context and the time."""
-        return Trace(None if self.tracer is None else _context.get_current())
+    def trace(self, what: What, tx: Optional[Traced] = None) -> Trace:
+        """A call is being queued: what it is, its transaction, its caller's context
+        and the time."""
+        return Trace(what, tx, None if self.tracer is None else _context.get_current())
 
     # -- observable instruments ------------------------------------------------------
 
@@ -183,18 +216,28 @@ class Telemetry:
 
     # -- worker threads --------------------------------------------------------------
 
-    def start(self, trace: Trace, operation: str, sql: Any = None, parent: Any = None,
-              started: Optional[float] = None, **extra: Any) -> Span:
-        """Open the span of a call its worker is about to run: ``operation`` names
-        it, ``sql`` (its statement, or None) describes it; ``parent``: a span to
-        parent it to instead of the caller's (a transaction's); ``started``: when
-        it started running, if not now."""
+    def start(self, trace: Trace, started: Optional[float] = None, **extra: Any) -> Span:
+        """Open the span of a call its worker is about to run, named by what the call
+        is (``trace.what``), a child of its transaction's span or else of its
+        caller's; ``started``: when it started running, if not now. A BEGIN opens
+        its transaction's span first."""
         if started is None:
             started = time.perf_counter()
-        span = token = None
+        what, tx = trace.what, trace.tx
+        if isinstance(what, Operation):
+            operation, sql = what.name, what.sql
+            extra.update(what.attributes)
+        else:
+            operation, sql = "", what
         table = None
         if sql is not None:
             operation, table = describe_sql(sql)
+        parent = None
+        if tx is not None:
+            if what is BEGIN:
+                tx.trace_span(self.begin_transaction(trace, tx.read_only))
+            parent = tx.span
+        span = token = None
         tracer = self.tracer
         if tracer is not None:
             attrs = dict(self._attrs)
@@ -291,15 +334,13 @@ class Telemetry:
                 self._attrs["db.system.name"] = "mariadb"
         self._create.record(time.perf_counter() - started, self._pool_attrs)
 
-    def unit(self, traces: list[Optional[Trace]], sql: list[Any], ok: bool, value: Any,
-             started: float) -> None:
+    def unit(self, traces: list[Optional[Trace]], ok: bool, value: Any, started: float) -> None:
         """An autobatch unit of ``len(traces)`` calls ran as one: a span per call
         (each its caller's child) that says so."""
-        for trace, statement in zip(traces, sql):
+        for trace in traces:
             if trace is None:
                 continue
-            running = self.start(trace, "", statement, None, started,
-                                 **{"adb.batch.size": len(traces)})
+            running = self.start(trace, started, **{"adb.batch.size": len(traces)})
             self.end(trace, running, ok, value)
 
 
@@ -421,4 +462,6 @@ def _error_type(error: Any) -> str:
     return kind.__qualname__ if module == "builtins" else f"{module}.{kind.__qualname__}"
 
 
-__all__ = ["Telemetry", "Trace", "Span", "available", "check_slow_call", "describe_sql"]
+__all__ = ["BEGIN", "COMMIT", "FETCH", "INTERACTION", "NOTIFY", "Operation", "ROLLBACK", "Span",
+           "Telemetry", "Trace", "Traced", "What", "available", "many_what",
+           "describe_sql"]

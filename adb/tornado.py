@@ -1,35 +1,69 @@
 """The Tornado front-end: a Database bound to a Tornado ``IOLoop``.
 
 Results are the asyncio futures Tornado 6 runs on, so handlers ``await`` them
-(``async def``) or ``yield`` them (``@gen.coroutine``). Binding happens at
-construction, so the Database may be created before the IOLoop starts.
+(``async def``) or ``yield`` them (``@gen.coroutine``). Without ``ioloop=`` the
+Database binds to the IOLoop of its first call, as the asyncio front-end does, so
+it may be created before the loop runs (Tornado 6's ``asyncio.run(main())`` start
+included); with ``ioloop=`` it is bound to that one at once.
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional
+import asyncio
+from typing import TYPE_CHECKING, Optional
 
-from tornado.ioloop import IOLoop
+try:
+    from tornado.ioloop import IOLoop
+except ModuleNotFoundError as exc:  # pragma: no cover - exercised where Tornado is absent
+    raise ModuleNotFoundError(
+        "adb.tornado needs Tornado: pip install 'adb-async[tornado]'", name=exc.name) from exc
 
 from . import asyncio as _asyncio
-from .core import frontend_doc
+from .core import URL, frontend_doc
+from .options import EMBEDDED
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from .options import Options
+
+
+class TornadoFrontEnd(_asyncio.AsyncioFrontEnd):
+    """The asyncio front-end on the event loop of one IOLoop: the one given, or that
+    of the first call."""
+
+    def __init__(self, ioloop: Optional[IOLoop]) -> None:
+        super().__init__(None if ioloop is None else ioloop.asyncio_loop)  # type: ignore[attr-defined]
+        self.ioloop = ioloop
+
+    def running_loop(self) -> asyncio.AbstractEventLoop:
+        loop = super().running_loop()
+        if self.ioloop is None:  # bound just now, on the loop's own thread
+            self.ioloop = IOLoop.current()
+        return loop
 
 
 class Database(_asyncio.Database):
-    """The Tornado front-end's Database: bound to an IOLoop when it is made.
+    """The Tornado front-end's Database: bound to an IOLoop (``ioloop=``, else that of
+    its first call).
 
     Its calls return the asyncio futures Tornado runs on.
 
-    :param ioloop: the IOLoop to deliver results on (default ``IOLoop.current()``).
-
     Every other keyword is an option of ``adb.core.BaseDatabase``, the same on
     every front-end.
+
+    :param ioloop: the IOLoop to deliver results on (default: that of the first call).
     """
     __doc__ = frontend_doc(__doc__)
 
-    def __init__(self, url: Any = None, *, ioloop: Optional[IOLoop] = None, **kwargs: Any) -> None:
-        self.ioloop = ioloop if ioloop is not None else IOLoop.current()
-        super().__init__(url, loop=self.ioloop.asyncio_loop, **kwargs)  # type: ignore[attr-defined]
+    _frontend: TornadoFrontEnd
 
-    def _sibling_options(self) -> dict[str, Any]:
-        return {"ioloop": self.ioloop}
+    def __init__(self, url: URL = EMBEDDED, *, ioloop: Optional[IOLoop] = None,
+                 **options: Unpack[Options]) -> None:
+        self._frontend = TornadoFrontEnd(ioloop)
+        super(_asyncio.Database, self).__init__(url, **options)
+
+    @property
+    def ioloop(self) -> Optional[IOLoop]:
+        """The IOLoop results are delivered on (None until the first call binds it)."""
+        return self._frontend.ioloop

@@ -6,13 +6,16 @@ import enum
 import itertools
 import weakref
 from queue import SimpleQueue
-from typing import Any, Callable, Optional, Protocol
+from typing import Any, Callable, Generic, Optional, Protocol, TypeVar
 
+from . import ops, rows
+from .args import SQL, Params, check_callable, check_interaction, many, statement
 from .dispatch import Queued
 from .errors import TransactionError
 from .savepoint import Savepoint, SavepointContext, Savepoints
-from .telemetry import Telemetry
-from .worker import abandon_job
+from .session import abandon_job
+from .steps import Steps, run_async, run_blocking
+from .telemetry import INTERACTION, Telemetry, many_what
 
 _ids = itertools.count(1)
 
@@ -29,29 +32,19 @@ class TxState(enum.Enum):
 _USABLE = (TxState.BEGINNING, TxState.ACTIVE)
 
 
-class Owner(Protocol):
-    """The Database a transaction belongs to (``adb.core.BaseDatabase``), as the
-    handle's own methods use it. What they return is the front-end's: a future,
-    a Deferred or the value."""
+class TxEngine(Protocol):
+    """What a handle uses of the engine its transaction runs on (``adb.engine.Engine``).
+    What ``call_in`` and ``finish`` return is the front-end's: a future, a Deferred
+    or the value; ``submit_in`` and ``end`` give a future to wait for."""
 
     name: str
+    row_factory: rows.RowFactory
 
-    def runQuery(self, sql: Any, params: Any = None, tx: Optional[Transaction] = None, *,
-                 row_factory: Any = None, timeout: Optional[float] = None,
-                 statement_timeout: Optional[float] = None) -> Any: ...
-    def runOperation(self, sql: Any, params: Any = None, tx: Optional[Transaction] = None, *,
-                     timeout: Optional[float] = None,
-                     statement_timeout: Optional[float] = None) -> Any: ...
-    def runMany(self, sql: Any, seq_of_params: Any, tx: Optional[Transaction] = None, *,
-                timeout: Optional[float] = None,
-                statement_timeout: Optional[float] = None) -> Any: ...
-    def commitTransaction(self, tx: Transaction) -> Any: ...
-    def rollbackTransaction(self, tx: Transaction) -> Any: ...
-    def beginTransaction(self, *, timeout: Optional[float] = None,
-                         replica: bool = False) -> Any: ...
-    def _interact_in(self, tx: Transaction, fn: Callable[..., Any], args: tuple[Any, ...],
-                     kwargs: dict[str, Any]) -> Any: ...
-    def _savepoint(self, tx: Transaction, statements: tuple[str, ...], result: Any) -> Any: ...
+    def call_in(self, tx: Transaction, args: tuple[Any, ...],
+                statement_timeout: Optional[float], what: Any) -> Any: ...
+    def submit_in(self, tx: Transaction, args: tuple[Any, ...], what: Any) -> Any: ...
+    def finish(self, tx: Transaction, commit: bool) -> Any: ...
+    def end(self, tx: Transaction, commit: bool) -> Any: ...
 
 
 class Transaction:
@@ -64,8 +57,11 @@ class Transaction:
     open is rolled back (with a warning) when it is garbage-collected.
     """
 
-    def __init__(self, db: Owner) -> None:
-        self.db = db
+    def __init__(self, engine: TxEngine, read_only: bool = False,
+                 isolation: Optional[str] = None) -> None:
+        self.engine = engine
+        self.read_only = read_only
+        self.isolation = isolation
         self.id = next(_ids)
         self.queue: SimpleQueue[Queued] = SimpleQueue()
         self.state = TxState.BEGINNING
@@ -75,21 +71,27 @@ class Transaction:
         self._finalizer = weakref.finalize(self, _roll_back_dropped, self.queue, self.id)
 
     def __repr__(self) -> str:
-        return f"<adb transaction {self.id} of {self.db.name!r} {self.state.value}>"
+        return f"<adb transaction {self.id} of {self.engine.name!r} {self.state.value}>"
 
     @property
     def active(self) -> bool:
         """True until commit or rollback has been asked for."""
         return self.state in _USABLE
 
-    def check(self, db: Owner) -> None:
-        """Raise TransactionError unless this handle can take more work on ``db``."""
-        if self.db is not db:
-            raise TransactionError(f"{self!r} belongs to another Database, not {db.name!r}")
+    def check(self, engine: object) -> None:
+        """Raise TransactionError unless this handle can take more work on ``engine``."""
+        if self.engine is not engine:
+            raise TransactionError(f"{self!r} belongs to another Database, not "
+                                   f"{getattr(engine, 'name', engine)!r}")
         if self.state not in _USABLE:
             raise TransactionError(f"{self!r} is finished; begin a new transaction")
 
-    # called in the worker thread
+    # -- its life: ending() on the caller's side, the rest in its worker's thread --------
+
+    def ending(self) -> None:
+        """Commit or rollback has been asked for."""
+        self.state = TxState.ENDING
+
     def activate(self, worker_index: int) -> None:
         self.worker = worker_index
         self.state = TxState.ACTIVE
@@ -105,6 +107,10 @@ class Transaction:
         self._finalizer.detach()
         self._end_span("failed")
 
+    def trace_span(self, span: Any) -> None:
+        """Its span, begun with its BEGIN (``adb.telemetry``); its statements' parent."""
+        self.span = span
+
     def _end_span(self, outcome: str) -> None:
         span, self.span = self.span, None
         if span is not None:
@@ -115,47 +121,88 @@ class Transaction:
         self.fail()
         self.queue.put(abandon_job(reason))
 
-    # the public API on the handle
-    def runQuery(self, sql: Any, params: Any = None, **kw: Any) -> Any:
-        return self.db.runQuery(sql, params, self, **kw)
+    # -- the public API on the handle ----------------------------------------------------
 
-    def runOperation(self, sql: Any, params: Any = None, **kw: Any) -> Any:
-        return self.db.runOperation(sql, params, self, **kw)
+    def runQuery(self, sql: SQL, params: Params = None, *, row_factory: Any = None,
+                 timeout: Optional[float] = None,
+                 statement_timeout: Optional[float] = None) -> Any:
+        """Run a query in this transaction and return its rows. ``timeout`` does not
+        apply: the transaction's worker is already its own."""
+        sql, params = statement(sql, params)
+        factory = self.engine.row_factory if row_factory is None else rows.resolve(row_factory)
+        return self.engine.call_in(self, (ops.query, sql, params, factory), statement_timeout,
+                                   sql)
 
-    def runMany(self, sql: Any, seq_of_params: Any, **kw: Any) -> Any:
-        return self.db.runMany(sql, seq_of_params, self, **kw)
+    def runQueryRow(self, sql: SQL, params: Params = None, *, row_factory: Any = None,
+                    timeout: Optional[float] = None,
+                    statement_timeout: Optional[float] = None) -> Any:
+        """Run a query in this transaction; its first row, or None."""
+        sql, params = statement(sql, params)
+        factory = self.engine.row_factory if row_factory is None else rows.resolve(row_factory)
+        return self.engine.call_in(self, (ops.query_row, sql, params, factory),
+                                   statement_timeout, sql)
+
+    def runQueryValue(self, sql: SQL, params: Params = None, *, timeout: Optional[float] = None,
+                      statement_timeout: Optional[float] = None) -> Any:
+        """Run a query in this transaction; the first column of its first row, or None."""
+        sql, params = statement(sql, params)
+        return self.engine.call_in(self, (ops.query_value, sql, params), statement_timeout, sql)
+
+    def runOperation(self, sql: SQL, params: Params = None, *, timeout: Optional[float] = None,
+                     statement_timeout: Optional[float] = None) -> Any:
+        """Run one statement in this transaction; return its rowcount."""
+        sql, params = statement(sql, params)
+        return self.engine.call_in(self, (ops.operation, sql, params), statement_timeout, sql)
+
+    def runMany(self, sql: SQL, seq_of_params: Any, *, timeout: Optional[float] = None,
+                statement_timeout: Optional[float] = None) -> Any:
+        """Run ``sql`` once per parameter set in this transaction; the total rowcount."""
+        sql, seq = many(sql, seq_of_params)
+        return self.engine.call_in(self, (ops.many, sql, seq), statement_timeout,
+                                   many_what(sql, len(seq)))
 
     def runInteraction(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run ``fn(cursor, *args, **kwargs)`` inside this transaction (no commit of its own)."""
-        return self.db._interact_in(self, fn, args, kwargs)
+        check_interaction(fn)
+        return self.engine.call_in(self, (ops.interaction, fn, args, kwargs), None, INTERACTION)
 
     def savepoint(self) -> SavepointContext:
         """``async with tx.savepoint():`` (``with`` on adb.sync): the block is one
         all-or-nothing step; if it raises, it is undone and the transaction goes on."""
-        self.check(self.db)
-        return SavepointContext(self, self.savepoints)
+        self.check(self.engine)
+        return SavepointContext(self)
 
     def beginSavepoint(self) -> Any:
         """Begin a savepoint; gives its ``Savepoint`` (a future, a Deferred, the value)."""
-        self.check(self.db)
-        savepoint, statement = self.savepoints.begin(self)
-        return self.db._savepoint(self, (statement,), savepoint)
+        self.check(self.engine)
+        savepoint, statement_ = self.savepoints.begin(self)
+        return self._run_savepoint((statement_,), savepoint)
 
     def releaseSavepoint(self, savepoint: Savepoint) -> Any:
         """Keep what was done since ``savepoint`` began, and end it."""
-        self.check(self.db)
-        return self.db._savepoint(self, self.savepoints.end(savepoint, keep=True), None)
+        self.check(self.engine)
+        return self._run_savepoint(self.savepoints.end(savepoint, keep=True), None)
 
     def rollbackSavepoint(self, savepoint: Savepoint) -> Any:
         """Undo what was done since ``savepoint`` began, and end it; the transaction goes on."""
-        self.check(self.db)
-        return self.db._savepoint(self, self.savepoints.end(savepoint, keep=False), None)
+        self.check(self.engine)
+        return self._run_savepoint(self.savepoints.end(savepoint, keep=False), None)
+
+    def _run_savepoint(self, statements: tuple[str, ...], result: Any) -> Any:
+        return self.engine.call_in(self, (ops.savepoint, statements, result), None,
+                                   "; ".join(statements))
+
+    def savepoint_step(self, statements: tuple[str, ...], result: Any) -> object:
+        """A savepoint's statements queued in this transaction: their future
+        (``SavepointContext`` waits for it as a step), settled with ``result``."""
+        return self.engine.submit_in(self, (ops.savepoint, statements, result),
+                                     "; ".join(statements))
 
     def commit(self) -> Any:
-        return self.db.commitTransaction(self)
+        return self.engine.finish(self, True)
 
     def rollback(self) -> Any:
-        return self.db.rollbackTransaction(self)
+        return self.engine.finish(self, False)
 
 
 def _roll_back_dropped(queue: SimpleQueue[Queued], tx_id: int) -> None:
@@ -163,41 +210,48 @@ def _roll_back_dropped(queue: SimpleQueue[Queued], tx_id: int) -> None:
     queue.put(abandon_job(f"whose handle {tx_id} was dropped while open"))
 
 
-class TransactionContext:
+#: the handle type a front-end's transaction context gives (its own Transaction subclass)
+TX = TypeVar("TX", bound=Transaction, covariant=True)
+
+
+class TransactionContext(Generic[TX]):
     """``async with db.transaction() as tx`` (or ``with`` on adb.sync).
 
     Commits when the block ends normally, rolls back when it raises; does
-    nothing if the block already committed or rolled back itself.
+    nothing if the block already committed or rolled back itself. Both forms run
+    the same steps (``adb.steps``).
+
+    :param begin: begins the transaction: its handle, and the future of its begin.
     """
 
-    def __init__(self, db: Owner, timeout: Optional[float] = None,
-                 replica: bool = False) -> None:
-        self.db = db
-        self.timeout = timeout
-        self.replica = replica
+    def __init__(self, begin: Callable[[], tuple[TX, Any]]) -> None:
+        self._begin = begin
         self.tx: Any = None  # the handle, once the block has begun
 
-    async def __aenter__(self) -> Transaction:
-        tx: Transaction = await self.db.beginTransaction(timeout=self.timeout,
-                                                         replica=self.replica)
+    def _enter(self) -> Steps:
+        tx, begun = self._begin()
+        yield begun
         self.tx = tx
+        return tx
+
+    def _exit(self, exc_type: Any) -> Steps:
+        tx = self.tx
+        if tx.active:
+            yield tx.engine.end(tx, exc_type is None)
+
+    async def __aenter__(self) -> TX:
+        tx: TX = await run_async(self._enter())
         return tx
 
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if self.tx.active:
-            if exc_type is None:
-                await self.db.commitTransaction(self.tx)
-            else:
-                await self.db.rollbackTransaction(self.tx)
+        await run_async(self._exit(exc_type))
 
-    def __enter__(self) -> Transaction:
-        tx: Transaction = self.db.beginTransaction(timeout=self.timeout, replica=self.replica)
-        self.tx = tx
+    def __enter__(self) -> TX:
+        tx: TX = run_blocking(self._enter())
         return tx
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if self.tx.active:
-            if exc_type is None:
-                self.db.commitTransaction(self.tx)
-            else:
-                self.db.rollbackTransaction(self.tx)
+        run_blocking(self._exit(exc_type))
+
+
+__all__ = ["Transaction", "TransactionContext", "TxEngine", "TxState"]

@@ -25,6 +25,7 @@ import time
 from typing import Any, Callable, Optional, Protocol, Sequence
 
 from .call import CallState, RunningCall
+from .session import ends_transaction
 
 log = logging.getLogger("adb")
 
@@ -89,35 +90,40 @@ class Watchdog(threading.Thread):
     def check(self, worker: Watched, running: RunningCall, now: float) -> None:
         if running.state is CallState.RUNNING:
             late = running.deadline is not None and now >= running.deadline
-            gone = running.future is not None and self.is_abandoned(running.future)
+            gone = running.future is not None and self.is_abandoned(running.future) \
+                and not (running.job is not None and ends_transaction(running.job))
             if late or gone:
                 running.cancel_done = threading.Event()  # before the state the worker reads
                 running.state = CallState.CANCEL_SENT
                 running.cancelled_at = now
-                self.side(worker, running, self.driver.cancel, "cancel")
+                why = "its statement_timeout passed" if late else "its caller gave up on it"
+                self.side(worker, running, self.driver.cancel, "cancel", why, logging.INFO)
         elif running.state is CallState.CANCEL_SENT \
                 and now - running.cancelled_at > self.cancel_grace:
             running.state = CallState.CUT
-            self.side(worker, running, self.driver.abort, "cut the connection of")
+            self.side(worker, running, self.driver.abort, "cut the connection of",
+                      f"its cancel had no effect in {self.cancel_grace} s", logging.WARNING)
 
     def side(self, worker: Watched, running: RunningCall, action: Callable[[Any], None],
-             what: str) -> None:
+             what: str, why: str, level: int) -> None:
         """Run ``action`` on the worker's connection from a short-lived thread, if
-        the worker still runs ``running`` by then."""
+        the worker still runs ``running`` by then; log it at ``level``, naming the
+        statement (never its parameters): a cancel that was asked for is no alarm."""
         conn, name = worker.conn, self.pool_name
 
         def act() -> None:
             try:
                 if conn is None or worker.current is not running:
                     return  # that call ended meanwhile
-                log.warning("%s: %s the call running on worker %d", name, what, worker.index)
+                log.log(level, "%s: %s the call running on worker %d (%s): %s", name, what,
+                        worker.index, why, running.statement())
                 try:
                     action(conn)
                 except Exception as exc:  # reported; the grace period is the fallback
                     log.warning("%s: could not %s worker %d's call: %s", name, what,
                                 worker.index, exc)
             finally:
-                running.cancel_done.set()  # the worker waits for it (Worker.check_after_cancel)
+                running.cancel_done.set()  # the worker waits for it (Session.check_after_cancel)
         threading.Thread(target=act, name=f"{name}-{what.split()[0]}", daemon=True).start()
 
 

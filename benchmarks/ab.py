@@ -78,8 +78,7 @@ async def _in_flight(url: str, calls: int, autobatch: Optional[int]) -> Figures:
     from benchmarks.sql import placeholder
 
     # all kept referenced: a Database's __del__ stops its pool, which starts the workers
-    *timed, db = dbs = [adb.Database(url, pool_size=POOL_SIZE, autobatch=autobatch,
-                                     _pool_options={"start": False}) for _ in range(4)]
+    *timed, db = dbs = [_unstarted(adb, url, autobatch) for _ in range(4)]
     mark = placeholder(db.paramstyle)
     sql = f"insert into T values ({mark}, {mark})"
     params = [(i, "x") for i in range(calls)]
@@ -110,6 +109,20 @@ async def _in_flight(url: str, calls: int, autobatch: Optional[int]) -> Figures:
                                       if s.traceback[0].filename.startswith(adb_dir)) / calls,
             "top_lines": [("/".join(s.traceback[0].filename.split(os.sep)[-2:])
                            + f":{s.traceback[0].lineno}", s.size / calls) for s in lines[:6]]}
+
+
+def _unstarted(adb: ModuleType, url: str, autobatch: Optional[int]) -> Any:
+    """An asyncio Database of the tree's adb whose workers never start (the protected
+    pool option ``start``): a ``_pool_options()`` hook since the engine's refactor,
+    a ``_pool_options=`` keyword before."""
+    if not callable(getattr(adb.core.BaseDatabase, "_pool_options", None)):
+        older: dict[str, Any] = {"_pool_options": {"start": False}}
+        return adb.Database(url, pool_size=POOL_SIZE, autobatch=autobatch, **older)
+
+    class Unstarted(adb.Database):  # type: ignore[name-defined]
+        def _pool_options(self) -> dict[str, Any]:
+            return {"start": False}
+    return Unstarted(url, pool_size=POOL_SIZE, autobatch=autobatch)
 
 
 def _burst(url: str, rows: int, system: str) -> Figures:
@@ -259,6 +272,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
     if args.child:
         return child(json.loads(args.child))
+    if __package__ != "benchmarks":  # installed (adb.benchmarks): no source tree beside it
+        raise SystemExit("the A/B compares adb source trees against a checkout's benchmarks: "
+                         "run it from a checkout, as python -m benchmarks.ab")
     names = list(args.trees)
     with tempfile.TemporaryDirectory(prefix="adb-ab-") as tmp:
         url = args.dburl or f"sqlite:///{tmp}/ab.db"

@@ -1,8 +1,9 @@
-"""``python -m benchmarks``: options, system selection, the run, the report.
+"""``python -m benchmarks`` (``adb-benchmark`` once installed): options, system
+selection, the run, the report.
 
 With no options: the parallel-insert scenario on the embedded default (SQLite in
-a temporary file), every system that can run on it, once. The seed's options
-(``--db --dbhost --dbpasswd --dbuser --pool_size --use_adb --use_adbapi
+a temporary file), every system that can run on it, once. The 2011 benchmark's
+options (``--db --dbhost --dbpasswd --dbuser --pool_size --use_adb --use_adbapi
 --use_tornado --use_txmysql``) still work beside ``--dburl`` and friends.
 """
 
@@ -11,6 +12,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import importlib.util
+import os
 import sys
 import tempfile
 import time
@@ -31,14 +34,19 @@ from .systems.common import kind_of
 
 EMBEDDED_HINT = """
 That was the embedded default (SQLite). Compare on a server with
-  python -m benchmarks --dburl postgresql://user@127.0.0.1/test --repeat 3
-  python -m benchmarks --dburl mysql://user@127.0.0.1/test --repeat 3"""
+  {prog} --dburl postgresql://user@127.0.0.1/test --repeat 3
+  {prog} --dburl mysql://user@127.0.0.1/test --repeat 3"""
+DESCRIPTION = ("adb against its peers on published experiments, first among them the 2011 "
+               "one: 100,000 parallel inserts through a pool of 10 connections. Every run is "
+               "verified. What each scenario measures, and results on PostgreSQL and MariaDB: "
+               "the Benchmarks page of adb's documentation (docs/benchmarks.md in the source "
+               "distribution).")
+#: how to get what a run needs beyond adb itself
+BENCH_EXTRA = "pip install 'adb-async[bench]' (in a checkout: pip install -e '.[bench]')"
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m benchmarks",
-        description="adb against its peers on published experiments (see docs/benchmarks.md).")
+def parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description=DESCRIPTION)
     p.add_argument("--scenario", default="parallel-insert", choices=sorted(SCENARIOS))
     p.add_argument("--dburl", help="database URL (postgresql://, mysql://, sqlite:///; "
                    "mongodb:// for sequential and mongo-tasks); default: SQLite in a temporary file")
@@ -77,12 +85,12 @@ def _group_title(name: str) -> str:
     return f"the {name} scenario's options"
 
 
-def parse(argv: Sequence[str]) -> argparse.Namespace:
-    """The options, checked, with what they imply: ``dburl`` (from the seed's flags
+def parse(argv: Sequence[str], prog: Optional[str] = None) -> argparse.Namespace:
+    """The options, checked, with what they imply: ``dburl`` (from the 2011 flags
     too), ``kind``, ``scenario_record``, ``rows`` and ``pool_size`` (the scenario's
     defaults where not given), the scenario's own ``options``, its ``fields`` and
     ``variants``, and ``system_names``."""
-    p = parser()
+    p = parser(prog)
     args = p.parse_args(argv)
     if args.db and args.dburl:
         p.error("give --dburl or --db, not both")
@@ -155,20 +163,36 @@ def selected_systems(p: argparse.ArgumentParser, args: argparse.Namespace,
     return list(dict.fromkeys(names)) or list(scenario.default_systems or roster)
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """``python -m benchmarks``: parse, list or run, report; 1 if any run failed."""
+def main(argv: Optional[Sequence[str]] = None, prog: Optional[str] = None) -> int:
+    """``python -m benchmarks`` (``prog``; default: the command's own name, as
+    ``adb-benchmark``): parse, list or run, report; 1 if any run failed, 2 if the
+    options are wrong or what the run needs is not installed."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = parse(argv)
+    prog = prog or os.path.basename(sys.argv[0])
+    args = parse(argv, prog)
     if args.list:
         print_list()
         return 0
+    missing = missing_modules(args)
+    if missing:  # before any work: nothing is created, nothing runs
+        print(f"{prog}: this run needs {' and '.join(missing)}, which the benchmark's extra "
+              f"installs: {BENCH_EXTRA}", file=sys.stderr)
+        return 2
     with database(args.dburl) as url:
         outcome = measure(args, url)
         show(outcome)
         write_files(args, argv, outcome)
         if args.dburl is None and args.scenario_record.uses_database:
-            print(EMBEDDED_HINT)
+            print(EMBEDDED_HINT.format(prog=prog))
     return 1 if any(not r.ok for r in outcome.runs) else 0
+
+
+def missing_modules(args: argparse.Namespace) -> list[str]:
+    """What this run needs that is not installed: tqdm for any run (the progress
+    bars), matplotlib for ``--plot`` (the chart; ``--html`` does without). A system
+    whose own client is missing is not among them: it is reported as unavailable."""
+    needed = ["tqdm"] + (["matplotlib"] if args.plot else [])
+    return [name for name in needed if importlib.util.find_spec(name) is None]
 
 
 def print_list() -> None:
@@ -218,7 +242,7 @@ def measure(args: argparse.Namespace, url: str) -> Outcome:
     matrix, unavailable = plan(scenario, kind_of(url), args)
     started = time.time()
     setting = _setting(scenario, args)
-    print(f"{scenario.name} (seed {scenario.seed}): {setting} on {_describe(url)}", file=sys.stderr)
+    print(f"{scenario.name}: {setting} on {_describe(url)}", file=sys.stderr)
     ui = ProgressUI(max((len(e.name) for e in matrix), default=10), args.fields[0])
     runs = harness.run_matrix(matrix, scenario, url, args.rows, args.repeat, args.timeout, ui,
                               args.options)

@@ -94,7 +94,7 @@ def _in_child(system: str, scenario: Scenario, url: str, rows: int, pool_size: i
                "pool_size": pool_size, "options": options}
     watcher = _Watcher(scenario.table, url, progress) if progress and scenario.table else None
     try:
-        proc = subprocess.run([sys.executable, "-m", "benchmarks.child", json.dumps(request)],
+        proc = subprocess.run([sys.executable, "-m", f"{__package__}.child", json.dumps(request)],
                               capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return False, {}, f"timed out after {timeout} s"

@@ -10,9 +10,10 @@ import subprocess
 from typing import Any, Optional
 
 HOW_TO_GET = {
-    "wrk": "apt-get install wrk (Debian/Ubuntu; `bash .ci/start-servers` does it as root), "
-           "or build it from https://github.com/wg/wrk",
-    "ab": "apt-get install apache2-utils (Debian/Ubuntu; `bash .ci/start-servers` does it as root)",
+    "wrk": "apt-get install wrk (Debian/Ubuntu; in a checkout, `bash .ci/start-servers` "
+           "does it as root), or build it from https://github.com/wg/wrk",
+    "ab": "apt-get install apache2-utils (Debian/Ubuntu; in a checkout, `bash .ci/start-servers` "
+          "does it as root)",
 }
 _UNITS = {"us": 1e-3, "ms": 1.0, "s": 1e3}
 

@@ -50,7 +50,10 @@ from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 from .scenarios.base import WrongResult
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: the folder holding this package's top level (the checkout, or site-packages), where
+#: ``python -m`` finds it; never the package's own folder, which would shadow asyncio
+IMPORT_ROOT = os.path.abspath(
+    os.path.join(__file__, *[os.pardir] * (2 + (__package__ or "").count("."))))
 #: notifications sent before the measured ones (first-use costs), verified but not timed
 WARMUP = 100
 #: the payload that ends a run
@@ -440,8 +443,8 @@ def run_once(system: str, url: str, conn: Any, args: argparse.Namespace) -> tupl
     timeout = total * (args.interval + 0.005) + 60
     spec = {"system": system, "url": url, "channel": f"notify_bench_{uuid.uuid4().hex}",
             "count": args.count, "warmup": WARMUP, "timeout": timeout}
-    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.notify", "--child", json.dumps(spec)],
-                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-m", f"{__package__}.notify", "--child", json.dumps(spec)],
+                            cwd=IMPORT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     error = _wait_ready(proc)
     if error:
         return None, error

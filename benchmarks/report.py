@@ -23,7 +23,7 @@ Summary = dict[str, dict[str, Any]]
 #: drivers, the frameworks, web servers and their accelerators, the MongoDB clients
 LIBRARIES = ("adb-async", "psycopg2-binary", "PyMySQL", "tornado", "Twisted", "asyncpg", "aiopg",
              "psycopg", "psycopg-pool", "aiomysql", "txpostgres", "starlette", "uvicorn",
-             "uvloop", "httptools", "pymongo", "motor")
+             "uvloop", "httptools", "pymongo", "motor", "SQLAlchemy")
 
 
 def environment(url: str, kind: str) -> dict[str, Any]:

@@ -40,10 +40,10 @@ POOL_SIZE = 10
 
 def _child(variant: str, url: str, rows: int) -> dict[str, Any]:
     import adb
-    from benchmarks.scenarios import parallel_insert, sequential
-    from benchmarks.systems.adb_fronts import _calls
-    from benchmarks.systems.common import RunSpec
-    from benchmarks.worlds import AsyncioWorld
+    from .scenarios import parallel_insert, sequential
+    from .systems.adb_fronts import _calls
+    from .systems.common import RunSpec
+    from .worlds import AsyncioWorld
 
     parallel_insert.TABLE = sequential.TABLE = TABLE  # read at call time by both
     options: dict[str, Any] = {}
@@ -85,7 +85,7 @@ def _child(variant: str, url: str, rows: int) -> dict[str, Any]:
 
 
 def _run(variant: str, url: str, rows: int) -> dict[str, Any]:
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.telemetry", "--child", variant,
+    proc = subprocess.run([sys.executable, "-m", f"{__package__}.telemetry", "--child", variant,
                            "--dburl", url, "--rows", str(rows)],
                           capture_output=True, text=True, check=False)
     if proc.returncode != 0:

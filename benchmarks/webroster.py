@@ -72,7 +72,7 @@ def free_port() -> int:
 def running(config: ServerConfig, path: str, ready_within: float = 30.0) -> Iterator[str]:
     """Start the server for ``config`` in its own process group; yield its base URL
     once ``path`` answers 200; kill the whole group (every worker) on the way out."""
-    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.webserver", json.dumps(config)],
+    proc = subprocess.Popen([sys.executable, "-m", f"{__package__}.webserver", json.dumps(config)],
                             start_new_session=True, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
     base = f"http://127.0.0.1:{config['port']}"

@@ -46,7 +46,7 @@ def serve_tornado(config: ServerConfig) -> None:
 def serve_starlette(config: ServerConfig) -> None:
     import uvicorn
     os.environ["ADB_WEB_SERVER"] = json.dumps(config)
-    uvicorn.run("benchmarks.webapps:starlette_app", factory=True, host="127.0.0.1",
+    uvicorn.run(f"{__package__}.webapps:starlette_app", factory=True, host="127.0.0.1",
                 port=config["port"], workers=config["processes"], log_level="warning",
                 access_log=False, loop=config["loop"])
 

@@ -99,14 +99,29 @@ def psycopg_url() -> str:
 TARGETS = {"postgresql": "postgresql", "psycopg": "postgresql", "mysql": "mysql", "sqlite": "sqlite"}
 
 
-@pytest.fixture(params=list(TARGETS))
-def target(request, tmp_path):
-    name = request.param
-    kind = TARGETS[name]
+#: the drivers that pipeline standalone calls (``Database(pipeline=)``), each with
+#: the URL query that turns it the other way from its default: the contract suite
+#: (test_spec) and the fault tests run both ways on them
+PIPELINE_VARIANTS = {"psycopg/pipeline=on": "postgresql", "mysql/pipeline=off": "mysql"}
+
+
+def make_target(name: str, tmp_path: Any) -> Target:
+    """The Target of ``name``: a key of TARGETS, or of PIPELINE_VARIANTS (a driver's
+    name, ``/``, a URL query): the same driver with that query in its URL."""
+    driver, _, query = name.partition("/")
+    kind = TARGETS[driver]
     if kind == "sqlite":
         return Target(kind, f"sqlite:///{tmp_path}/test.db")
     require_server(kind)
-    return Target(kind, psycopg_url() if name == "psycopg" else URLS[kind], name)
+    url = psycopg_url() if driver == "psycopg" else URLS[kind]
+    if query:
+        url += ("&" if "?" in url else "?") + query
+    return Target(kind, url, driver)
+
+
+@pytest.fixture(params=list(TARGETS))
+def target(request, tmp_path):
+    return make_target(request.param, tmp_path)
 
 
 @pytest.fixture
@@ -129,13 +144,19 @@ def table_name():
 _reactors: list[AsyncioSelectorReactor] = []
 
 
-def twisted_database(url: Any = None, **kwargs: Any) -> adb.twisted.Database:
-    """The Twisted front-end on a real Twisted reactor driven by the test's own event
-    loop (Twisted's asyncio reactor, not installed as the global one), so a spec
-    test awaits its Deferreds like any other front-end's futures."""
+def loop_reactor() -> AsyncioSelectorReactor:
+    """A real Twisted reactor driven by the running test's own event loop (Twisted's
+    asyncio reactor, not installed as the global one, never run: Deferreds fire on
+    the loop); its waker is closed after the test."""
     reactor = AsyncioSelectorReactor(asyncio.get_running_loop())
     _reactors.append(reactor)
-    return adb.twisted.Database(url, reactor=reactor, **kwargs)
+    return reactor
+
+
+def twisted_database(*url: Any, **kwargs: Any) -> adb.twisted.Database:
+    """The Twisted front-end on ``loop_reactor()``, so a spec test awaits its
+    Deferreds like any other front-end's futures."""
+    return adb.twisted.Database(*url, reactor=loop_reactor(), **kwargs)
 
 
 @pytest.fixture(autouse=True)
@@ -155,6 +176,22 @@ FRONTS: dict[str, Callable[..., Any]] = {
     "sync": adb.sync.Database,
     "twisted": twisted_database,
 }
+
+
+def blocking(db: Any) -> bool:
+    """True for a Database of the blocking front-end (its calls return values)."""
+    return isinstance(db, adb.sync.Database)
+
+
+def with_pool_options(front_class: type, **options: Any) -> Any:
+    """``front_class`` with adb's protected pool options set (``adb.options.PoolOptions``:
+    ``start``, ``warm``, ``fit_size``, ``check_sql``, ``cancel_grace``)."""
+    class Tuned(front_class):
+        def _pool_options(self) -> Any:
+            return dict(options)
+    Tuned.__name__ = Tuned.__qualname__ = front_class.__name__
+    Tuned.__module__ = front_class.__module__
+    return Tuned
 
 
 async def ev(value: Any) -> Any:

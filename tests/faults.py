@@ -91,6 +91,17 @@ async def fire(db, table, count, ledger, prefix="t", **kw):
     await asyncio.gather(*(one(i) for i in range(count)))
 
 
+async def cut_under_load(proxy, db, table, ledger, chunk):
+    """``cut_repeatedly`` while inserts of ``chunk`` tokens at a time keep coming until
+    the last cut: a load that ends before the cuts do would leave nothing to cut."""
+    cutter = asyncio.ensure_future(cut_repeatedly(proxy))
+    rounds = 0
+    while not cutter.done():
+        await fire(db, table, chunk, ledger, prefix=f"r{rounds}-")
+        rounds += 1
+    return await cutter
+
+
 @contextlib.contextmanager
 def repeatedly(action, every=0.1):
     """Run ``action()`` every ``every`` seconds in a thread while the block runs;

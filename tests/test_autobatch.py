@@ -25,7 +25,7 @@ from adb.errors import ConnectionLost, InterfaceError, StatementTimeout
 from adb.url import make_target
 
 from .conftest import URLS, require_server
-from .faults import Ledger, TokenTable, cut_repeatedly, fire, recovers, repeatedly
+from .faults import Ledger, TokenTable, cut_under_load, fire, recovers, repeatedly
 from .idioms import hold_workers
 from .test_faults import kill_all, proxy_for, report, server_of, url_for, url_of, via
 
@@ -372,7 +372,7 @@ async def test_network_cut_under_load_with_autobatch(kind):
     table = TokenTable(URLS[server_of(kind)])
     ledger = Ledger()
     try:
-        cut, _ = await asyncio.gather(cut_repeatedly(proxy), fire(db, table, 6000, ledger))
+        cut = await cut_under_load(proxy, db, table, ledger, 6000)
         await recovers(db)
         figures = ledger.check(table.tokens())
         assert sum(cut) >= 5 and db.stats()["units"] > 0

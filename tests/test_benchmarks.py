@@ -15,7 +15,7 @@ from benchmarks.scenarios import parallel_insert as pi
 from benchmarks.scenarios.base import WrongResult
 from benchmarks.systems import SYSTEMS, System
 
-from .conftest import IN_CI, URLS, require_server
+from .conftest import IN_CI, URLS, psycopg_url, require_server
 
 
 def test_seed_flags_build_the_url_and_pick_the_systems():
@@ -28,6 +28,28 @@ def test_seed_flags_build_the_url_and_pick_the_systems():
     args = cli.parse(["--db", "postgresql", "--use_adbapi"])
     assert args.dburl == "postgresql://root@127.0.0.1/test"
     assert args.system_names == ["adbapi"]
+
+
+@pytest.mark.parametrize("argv, missing", [([], "tqdm"), (["--plot", "x.png"], "matplotlib")])
+def test_a_run_names_the_extra_it_lacks_before_any_work(argv, missing, monkeypatch, capsys):
+    """Without tqdm (any run) or matplotlib (``--plot``) the command says what to
+    install and stops: no database, no system, nothing measured."""
+    real = cli.importlib.util.find_spec
+    monkeypatch.setattr(cli.importlib.util, "find_spec",
+                        lambda name, *a: None if name == missing else real(name, *a))
+    monkeypatch.setattr(cli, "database", lambda url: pytest.fail("the run started"))
+    assert cli.main(["--rows", "10", *argv], prog="adb-benchmark") == 2
+    err = capsys.readouterr().err
+    assert f"adb-benchmark: this run needs {missing}" in err
+    assert "pip install 'adb-async[bench]'" in err
+    assert cli.main(["--list"], prog="adb-benchmark") == 0  # listing needs neither
+
+
+def test_the_help_points_at_nothing_a_wheel_lacks():
+    text = cli.parser("adb-benchmark").format_help()
+    assert "usage: adb-benchmark" in text
+    assert "docs/benchmarks.md in the source distribution" in " ".join(text.split())
+    assert ".ci/" not in text
 
 
 def test_modern_flags_and_defaults():
@@ -476,3 +498,32 @@ def test_the_c_clients_plan_covers_exactly_the_rows(rows, clients, size):
     assert sum(one.rows for one in rounds) == rows
     assert all(one.clients <= clients and 1 <= one.size <= size for one in rounds)
     assert rounds[0].size == (size if rows >= clients * size else rounds[0].size)
+
+
+@pytest.mark.parametrize("rows", [0, 1, 63, 64, 65, 203, 100_000])
+def test_threads_pipelined_messages_cover_exactly_the_rows(rows):
+    from benchmarks.systems.threads_pipelined import MESSAGE, messages
+    sent = messages(rows)
+    assert [row for message in sent for row in message] == [(i, str(i)) for i in range(rows)]
+    assert all(1 <= len(message) <= MESSAGE for message in sent)
+
+
+@pytest.mark.parametrize("kind, url", [("postgresql", URLS["postgresql"]),
+                                       ("postgresql", psycopg_url()), ("mysql", URLS["mysql"])])
+def test_threads_pipelined_runs_beside_the_pipelined_c_client(kind, url, tmp_path):
+    """The Python limit runs on both servers (on PostgreSQL with psycopg 3 whatever
+    the URL's driver), its rows verified like every system's, in messages of 64 by
+    the client named for the server."""
+    require_server(kind)
+    out = tmp_path / "run.json"
+    code = cli.main(["--dburl", url, "--rows", "203", "--pool_size", "4",
+                     "--systems", "threads-pipelined,c-client-pipelined,threads",
+                     "--json", str(out)])
+    document = json.loads(out.read_text())
+    assert code == 0, document["summary"]
+    assert document["summary"]["threads-pipelined"]["errors"] == []
+    figures = [run["figures"] for run in document["runs"] if run["system"] == "threads-pipelined"]
+    assert [f["ok_calls"] for f in figures] == [203]
+    assert figures[0]["statements_per_message"] == 64
+    assert figures[0]["client"] == {"postgresql": "psycopg 3 pipeline",
+                                    "mysql": "PyMySQL multi-statement"}[kind]

@@ -16,7 +16,7 @@ import pytest
 import adb
 from adb.errors import PoolClosed
 
-from .conftest import FRONTS, ev
+from .conftest import FRONTS, Target, blocking, ev
 
 SLOW = {  # ~0.1 s, returns [(1,)]
     "postgresql": "select 1 from pg_sleep(0.1)",
@@ -34,7 +34,7 @@ class Calls:
 
     def __init__(self, db):
         self.db = db
-        self.threads = concurrent.futures.ThreadPoolExecutor(CALLS + 4) if db._blocking else None
+        self.threads = concurrent.futures.ThreadPoolExecutor(CALLS + 4) if blocking(db) else None
         self.pending = []
 
     def start(self, method, *args, **kwargs):
@@ -63,8 +63,9 @@ async def until(condition, what):
 
 async def parked_setup(front, target):
     """pool_size=2 with one worker pinned by a transaction, then CALLS slow queries:
-    one runs, two queue (max_queued=2), the rest are parked."""
-    db = FRONTS[front](target.url, pool_size=2, max_queued=2)
+    one runs, two queue (max_queued=2), the rest are parked. One call at a time: a
+    pipeline would take queued calls in flight, so how many park would be timing's."""
+    db = FRONTS[front](target.url, pool_size=2, max_queued=2, pipeline=False)
     tx = await ev(db.beginTransaction())
     calls = Calls(db)
     for _ in range(CALLS):
@@ -89,7 +90,7 @@ async def test_close_runs_parked_calls_and_fails_room_waiters(front, target):
     assert tx.state is adb.TxState.FAILED
     stats = db.stats()
     assert (stats["parked"], stats["waiting_for_room"], stats["queued"]) == (0, 0, 0)
-    assert not any(w.thread.is_alive() for w in db._pool.workers)
+    assert not any(w.thread.is_alive() for w in db._engine.pool.workers)
     with pytest.raises(PoolClosed):
         db.wait_for_room()
 
@@ -138,23 +139,39 @@ async def test_close_while_other_threads_keep_calling(target):
     assert outcomes["ok"] > 0 and outcomes["closed"] > 0, outcomes
 
 
-async def test_sync_close_timeout_is_one_overall_limit(target):
-    """adb.sync's close(timeout) waits ``timeout`` once, not once per worker."""
-    pool_size = 4
-    db = adb.sync.Database(target.url, pool_size=pool_size)
+async def closed_under_load(target, pipeline):
+    """Close a sync Database of 4 workers after 0.3 s while 24 slow calls are queued
+    or running: (seconds close took, each call's outcome)."""
+    db = adb.sync.Database(target.url, pool_size=4, pipeline=pipeline)
     calls = Calls(db)
-    for _ in range(pool_size * 6):
+    for _ in range(24):
         calls.start("runQuery", SLOW[target.kind])
-    await until(lambda: db.stats()["busy"] == pool_size, "every worker busy")
+    await until(lambda: db.stats()["busy"] == 4, "every worker busy")
     loop = asyncio.get_running_loop()
     start = time.monotonic()
     await loop.run_in_executor(None, db.close, 0.3)
-    took = time.monotonic() - start
-    outcomes = await calls.outcomes()
-    assert any(isinstance(o, PoolClosed) for o in outcomes)
+    return time.monotonic() - start, await calls.outcomes()
+
+
+async def test_sync_close_timeout_is_one_overall_limit(target):
+    """adb.sync's close(timeout) waits ``timeout`` once, not once per worker; one call
+    at a time, the calls still queued then fail with PoolClosed."""
+    took, outcomes = await closed_under_load(target, pipeline=False)
+    assert any(isinstance(o, PoolClosed) for o in outcomes), [type(o).__name__ for o in outcomes]
     # 0.3 s, plus the calls then running (~0.1 s each, but slower on a loaded machine);
-    # a wait per worker would be pool_size x 0.3 = 1.2 s at least
-    assert took < pool_size * 0.3, took
+    # a wait per worker would be 4 x 0.3 = 1.2 s at least
+    assert took < 4 * 0.3, took
+
+
+async def test_close_timeout_lets_a_sent_pipeline_finish(mysql_url):
+    """Pipelined, the calls a worker took were sent before the close: they are in
+    flight, like a running call, and finish; the rest fail with PoolClosed. Each
+    call settles once, with its rows or PoolClosed, and close waits ``timeout`` plus
+    at most the pipelines in flight (24 x 0.1 s over 4 workers)."""
+    took, outcomes = await closed_under_load(Target("mysql", mysql_url), pipeline=True)
+    assert all(o == [(1,)] or isinstance(o, PoolClosed) for o in outcomes), outcomes
+    assert len(outcomes) == 24
+    assert took < 0.3 + 24 * 0.1 / 4 + 1.0, took
 
 
 async def test_wait_for_room_blocks_until_room_then_returns(front, target):

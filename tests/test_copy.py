@@ -682,6 +682,8 @@ async def test_adbapi_connection_pool_copy_in_and_copy_out(name, tmp_path):
     else:
         require_server(kind)
         kwargs = {**server_kwargs(kind), "cp_max": 2}
+    if name == "psycopg":  # connect() gets exactly these, as under adbapi: libpq's name
+        kwargs["dbname"] = kwargs.pop("database")
     if name == "pymysql_infile":
         kwargs["local_infile"] = 1
     loop = asyncio.get_running_loop()

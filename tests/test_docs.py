@@ -2,15 +2,11 @@
 
 import pathlib
 import re
-import socket
 import subprocess
 import sys
-import uuid
-from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from tornado.httpclient import AsyncHTTPClient
 
 from . import standby
 from .conftest import URLS, require_server
@@ -72,34 +68,6 @@ def test_seed_example_runs_on_mariadb_too(tmp_path):
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert "inserted [(20000,)] records" in result.stdout
-
-
-async def test_readme_tornado_example_serves(pg_url):
-    (code,) = python_blocks("README.md")
-    namespace: dict[str, Any] = {"__name__": "readme_example"}
-    exec(compile(localise(code), "README.md", "exec"), namespace)
-    app = namespace["make_app"](pg_url)
-    db = app.db
-    table = "users"
-    await db.runOperation(f"create table if not exists {table} (userid int primary key, data text)")
-    userid = int(uuid.uuid4().int % 1_000_000_000)
-    await db.runOperation(f"insert into {table} values (%s, %s)", (userid, "readme"))
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    server = app.listen(port, address="127.0.0.1")
-    try:
-        client = AsyncHTTPClient()
-        response = await client.fetch(f"http://127.0.0.1:{port}/users/{userid}")
-        assert response.code == 200
-        assert b'"data": "readme"' in response.body
-        missing = await client.fetch(f"http://127.0.0.1:{port}/users/0", raise_error=False)
-        assert missing.code == 404
-    finally:
-        server.stop()
-        await db.runOperation(f"delete from {table} where userid = %s", (userid,))
-        await db.close()
 
 
 def test_readme_test_command_is_what_ci_runs():

@@ -20,9 +20,10 @@ import adb
 import adb.sync
 from adb.errors import ConnectionLost, ForkError, PoolClosed, QueueFull, ServerUnavailable, StatementTimeout, TransactionError
 
-from .conftest import URLS, psycopg_url, require_server
-from .faultproxy import FaultProxy
-from .faults import (Ledger, TokenTable, cut_repeatedly, fire, recovers, repeatedly,
+from benchmarks.faultproxy import FaultProxy
+
+from .conftest import PIPELINE_VARIANTS, URLS, psycopg_url, require_server, with_pool_options
+from .faults import (Ledger, TokenTable, cut_under_load, fire, recovers, repeatedly,
                      restart_postgresql)
 
 
@@ -45,17 +46,25 @@ def via(proxy, url):
 
 def server_of(kind):
     """The server a fault test's driver talks to: psycopg (3) runs on PostgreSQL."""
-    return "postgresql" if kind == "psycopg" else kind
+    driver = kind.partition("/")[0]
+    return "postgresql" if driver == "psycopg" else driver
 
 
 def url_of(kind):
-    """The URL a fault test's ``Database`` uses: ``kind`` is a server or ``psycopg``."""
-    return psycopg_url() if kind == "psycopg" else URLS[kind]
+    """The URL a fault test's ``Database`` uses: ``kind`` is a server or ``psycopg``,
+    with the URL query after a ``/`` for a pipeline variant (``PIPELINE_VARIANTS``)."""
+    driver, _, query = kind.partition("/")
+    url = psycopg_url() if driver == "psycopg" else URLS[driver]
+    return with_query(url, **dict([query.split("=", 1)])) if query else url
+
+
+#: the drivers of the fault tests, those that pipeline both with and without
+KINDS = ["postgresql", "psycopg", "mysql", *PIPELINE_VARIANTS]
 
 
 def proxy_for(kind):
     parts = urlsplit(URLS[server_of(kind)])
-    return FaultProxy(parts.hostname, parts.port or {"postgresql": 5432, "mysql": 3306}[server_of(kind)])
+    return FaultProxy(parts.hostname or "127.0.0.1", parts.port or {"postgresql": 5432, "mysql": 3306}[server_of(kind)])
 
 
 def kill_all(db, kind):
@@ -65,7 +74,7 @@ def kill_all(db, kind):
             admin.runQuery("select pg_terminate_backend(pid) from pg_stat_activity "
                            "where application_name = %s", (db.name,))
         else:
-            for conn in list(db._pool.connections.values()):
+            for conn in list(db._engine.pool.connections.values()):
                 try:
                     admin.runOperation("KILL CONNECTION %s", (conn.thread_id(),))
                 except Exception:  # already gone
@@ -92,7 +101,7 @@ def tokens(request):
         table.drop()
 
 
-@pytest.mark.parametrize("kind", ["postgresql", "psycopg", "mysql"])
+@pytest.mark.parametrize("kind", KINDS)
 async def test_idle_backends_killed_cost_no_errors(kind):
     name = f"adb-f1-{kind}"
     db = adb.Database(url_for(kind, name), pool_size=4, name=name)
@@ -105,7 +114,7 @@ async def test_idle_backends_killed_cost_no_errors(kind):
     await db.close()
 
 
-@pytest.mark.parametrize("kind", ["postgresql", "psycopg", "mysql"])
+@pytest.mark.parametrize("kind", KINDS)
 async def test_kills_under_load(kind, tokens):
     name = f"adb-f2-{kind}"
     db = adb.Database(url_for(kind, name), pool_size=8, name=name)
@@ -177,14 +186,14 @@ async def test_postgresql_restart_under_load(tokens):
     await db.close()
 
 
-@pytest.mark.parametrize("kind", ["postgresql", "psycopg", "mysql"])
+@pytest.mark.parametrize("kind", KINDS)
 async def test_network_cut_under_load(kind, tokens):
     require_server(server_of(kind))
     proxy = proxy_for(kind)
     db = adb.Database(via(proxy, url_of(kind)), pool_size=8)
     table = tokens(kind)
     ledger = Ledger()
-    cut, _ = await asyncio.gather(cut_repeatedly(proxy), fire(db, table, 4000, ledger))
+    cut = await cut_under_load(proxy, db, table, ledger, 4000)
     recovery = await recovers(db)
     figures = ledger.check(table.tokens())
     # the cuts hit live connections, and the pool replaced them
@@ -199,8 +208,8 @@ async def test_blackhole_ends_calls_at_their_timeout(tokens):
     kind = "postgresql"
     require_server(kind)
     proxy = proxy_for(kind)
-    db = adb.Database(with_query(via(proxy, URLS[kind]), connect_timeout=1), pool_size=4,
-                      statement_timeout=0.5, _pool_options={"cancel_grace": 0.5})
+    db = with_pool_options(adb.Database, cancel_grace=0.5)(
+        with_query(via(proxy, URLS[kind]), connect_timeout=1), pool_size=4, statement_timeout=0.5)
     table = tokens(kind)
     await db.runQuery("select 1")
     ledger = Ledger()
@@ -218,7 +227,7 @@ async def test_blackhole_ends_calls_at_their_timeout(tokens):
     proxy.close()
 
 
-@pytest.mark.parametrize("kind", ["postgresql", "psycopg", "mysql"])
+@pytest.mark.parametrize("kind", KINDS)
 async def test_deaf_server_fails_fast(kind):
     require_server(server_of(kind))
     proxy = proxy_for(kind)
@@ -232,7 +241,7 @@ async def test_deaf_server_fails_fast(kind):
     elapsed = time.monotonic() - start
     # one attempt and one immediate retry; psycopg 3 raises a connect_timeout under
     # 2 s to 2 s (as libpq documents), psycopg2 and PyMySQL take 1 s as given
-    attempt_s = 2.0 if kind == "psycopg" else 1.0
+    attempt_s = 2.0 if kind.partition("/")[0] == "psycopg" else 1.0
     assert elapsed < 2 * attempt_s + 2, elapsed
     proxy.deaf(False)
     recovery = await recovers(db)
@@ -266,7 +275,7 @@ async def test_refused_server_backs_off_and_recovers():
     proxy.close()
 
 
-@pytest.mark.parametrize("kind", ["postgresql", "psycopg", "mysql"])
+@pytest.mark.parametrize("kind", KINDS)
 async def test_cancel_running_query(kind):
     name = f"adb-f19-{kind}"
     db = adb.Database(url_for(kind, name), pool_size=2, name=name)
@@ -398,11 +407,11 @@ def test_fork_child_gets_a_clear_error(tmp_path):
     db.close()
 
 
-@pytest.mark.parametrize("kind", ["postgresql", "mysql"])
+@pytest.mark.parametrize("kind", ["postgresql", "mysql", "mysql/pipeline=off"])
 async def test_slow_network_costs_time_not_correctness(kind, tokens):
-    require_server(kind)
+    require_server(server_of(kind))
     proxy = proxy_for(kind)
-    db = adb.Database(via(proxy, URLS[kind]), pool_size=8)
+    db = adb.Database(via(proxy, url_of(kind)), pool_size=8)
     table = tokens(kind)
     await db.runQuery("select 1")
     proxy.delay(0.03)  # 30 ms on every chunk, both ways

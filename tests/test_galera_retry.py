@@ -38,6 +38,8 @@ class Counters:
             admin.runOperation(f"create table {self.table} (k int primary key, a int not null, "
                                "b int not null)")
             admin.runOperation(f"insert into {self.table} values (1, 0, 0)")
+        for node in galera.NODES:  # else an update through a node that lags matches no row
+            applied_on(node, self.table)
 
     def read(self):
         """The row, as every node has it once it applied everything (wsrep_sync_wait)."""

@@ -3,6 +3,8 @@
 import asyncio
 import threading
 
+import pytest
+
 import adb
 from adb.handback import BatchedHandback
 
@@ -199,3 +201,83 @@ def test_direct_handback_settles_in_the_calling_thread_then_admits():
     handback.nudge()
     assert events == [("f", True, 3), "after", "after"]
     assert handback.settled == 1
+
+
+def test_future_handback_settles_asyncio_futures_in_its_drain():
+    """The asyncio hand-back settles each future in the drain itself: results and
+    errors arrive, a future cancelled meanwhile is left as it is, one of a closed
+    loop is skipped without an error, and the drain counts every one."""
+    from adb.asyncio import FutureHandback
+    rec = Recorder()
+    handback = FutureHandback(rec.schedule, rec.settle)
+    loop = asyncio.new_event_loop()
+    other = asyncio.new_event_loop()
+    try:
+        done, failed, cancelled = loop.create_future(), loop.create_future(), loop.create_future()
+        orphan = other.create_future()
+        other.close()
+        cancelled.cancel()
+        error = ValueError("the driver's")
+        for future, ok, value in ((done, True, 7), (failed, False, error),
+                                  (cancelled, True, 8), (orphan, True, 9)):
+            handback(future, ok, value)
+        assert len(rec.scheduled) == 1
+        rec.scheduled.pop()()
+        assert done.result() == 7 and failed.exception() is error
+        assert cancelled.cancelled() and orphan.result() == 9
+        assert rec.settled == []  # nothing went through the generic settle
+        assert handback.settled == 4 and handback.largest_batch == 4
+    finally:
+        loop.close()
+
+
+def test_waiter_handback_puts_each_outcome_in_its_waiter_then_admits():
+    from adb.sync import Waiter, WaiterHandback
+    events: list[object] = []
+    handback = WaiterHandback(lambda *a: events.append(a), after=lambda: events.append("after"))
+    ok, failed = Waiter(), Waiter()
+    assert not adb.sync.SyncFrontEnd.abandoned(ok)  # a Waiter's caller never gives it up
+    handback(ok, True, 3)
+    handback(failed, False, KeyError("k"))
+    assert events == ["after", "after"] and handback.settled == 2
+    assert ok.wait(None) and ok.result() == 3
+    assert failed.wait(0) and isinstance(_raised(failed.result), KeyError)
+    assert not Waiter().wait(0.01)  # nothing delivered: the wait times out
+
+
+def _raised(fn):
+    try:
+        fn()
+    except BaseException as exc:
+        return exc
+    raise AssertionError("nothing raised")
+
+
+def test_asyncio_futures_come_from_the_bound_loop_and_its_own_create_future():
+    """Futures are made on the loop the Database is bound to (in C where that loop's
+    create_future is asyncio's, by its own create_future otherwise); a call from
+    outside any loop, or from a second loop while the first is open, is refused;
+    once the first loop has closed, the next loop's calls take over."""
+    made = []
+
+    class OwnFutures(asyncio.SelectorEventLoop):
+        def create_future(self):
+            made.append(1)
+            return super().create_future()
+
+    db = adb.Database("sqlite://", pool_size=1)
+
+    async def value():
+        return await db.runQueryValue("select 41 + 1")
+    with pytest.raises(adb.InterfaceError, match="running event loop"):
+        db.runQueryValue("select 1")
+    first = asyncio.new_event_loop()
+    assert first.run_until_complete(value()) == 42
+    second = OwnFutures()
+    with pytest.raises(adb.InterfaceError, match="bound to another event loop"):
+        second.run_until_complete(value())
+    first.close()
+    assert second.run_until_complete(value()) == 42 and made  # moved: its own futures
+    assert second.run_until_complete(value()) == 42 and len(made) == 2
+    second.run_until_complete(db.close())
+    second.close()

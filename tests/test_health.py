@@ -35,6 +35,21 @@ def test_backoff_jitter_takes_off_at_most_a_quarter(rand, factor):
     assert backoff.failed("x") == pytest.approx(4.0 * factor, rel=1e-5)
 
 
+def test_a_probe_that_finds_the_server_down_restarts_the_wait():
+    clock = Clock()
+    backoff = Backoff(initial=0.1, clock=clock, rand=lambda: 0.0)
+    backoff.failed("silent")
+    clock.now += 0.2  # a probe slower than the wait ...
+    assert backoff.wait_left() == 0.0
+    backoff.still_down()  # ... found the server still silent: wait again, as long
+    assert backoff.wait_left() == pytest.approx(0.1)
+    assert backoff.failures == 1
+    backoff.failed("x")
+    clock.now += 0.05
+    backoff.still_down()  # the wait under way restarts from now, at its own length
+    assert backoff.wait_left() == pytest.approx(0.2)
+
+
 def test_a_success_resets_the_backoff():
     clock = Clock()
     backoff = Backoff(initial=0.5, clock=clock, rand=lambda: 0.0)

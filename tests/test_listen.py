@@ -19,6 +19,7 @@ from tornado.testing import AsyncTestCase, gen_test
 from twisted.internet.defer import Deferred
 
 import adb
+import adb.frontend
 import adb.listen
 import adb.listener
 import adb.sync
@@ -313,9 +314,9 @@ async def test_a_burst_wakes_the_loop_a_few_times_not_once_per_notification(pg):
     db = adb.Database(pg, pool_size=1)
     ch = channel("burst")
     listener = await db.listen(ch).ready()
-    assert db._hub is not None
-    sink = db._hub.sink
-    assert isinstance(sink, adb.listen.BatchedSink)
+    hub = db._engine.hub()
+    sink = hub.sink
+    assert isinstance(sink, adb.frontend.BatchedSink)
     wakeups: list[int] = []
     call_soon = sink._call_soon
 

@@ -29,7 +29,7 @@ import adb
 import adb.sync
 from adb.errors import InterfaceError, StatementTimeout
 
-from .conftest import FRONTS, IN_CI, URLS, Target, close, ev
+from .conftest import FRONTS, IN_CI, URLS, Target, close, ev, with_pool_options
 from .test_spec import *  # noqa: F401,F403 - the contract tests, collected again here
 
 del test_named_tuple_columns_that_are_not_identifiers  # noqa: F821 - no server in it
@@ -113,32 +113,72 @@ def test_pooler_is_checked_and_named_in_its_error():
 # -- psycopg 3's prepared statements -----------------------------------------------------
 
 @pytest.mark.parametrize("pooler", ["transaction", None], ids=["pooler=transaction", "no-pooler"])
-def test_psycopg_prepares_nothing_through_a_transaction_pooler(pooler):
+def test_psycopg_prepares_nothing_through_a_transaction_pooler(pooler, caplog):
     """Two clients run one query in turn, well past psycopg's prepare threshold.
-    With ``pooler="transaction"`` every call answers; without it (the proof) a
-    statement psycopg prepared on one server connection is missing on the next, or
-    its name is already taken there by the other client's."""
+    With ``pooler="transaction"`` nothing is ever prepared and every call answers.
+    Without it, a statement psycopg prepared on one server connection is missing on
+    the next, or its name already taken there by the other client's: adb knows that
+    symptom (psycopg's own ``_pg3_`` names), stops preparing, says so once in the
+    log, and runs again the call that met it (it did not run): every call answers."""
     require_pgbouncer()
     url = bouncer_url("psycopg", pooler or "")
     clients = [adb.sync.Database(url, pool_size=1) for _ in range(2)]
     try:
-        def rounds():
+        with caplog.at_level(logging.WARNING, logger="adb"):
             for i in range(4 * PREPARE_THRESHOLD):
                 for client in clients:
                     assert client.runQuery("select %s::int + 1", (i,)) == [(i + 1,)]
+        thresholds = [client.runInteraction(lambda cursor: cursor.connection.prepare_threshold)
+                      for client in clients]
+        said = [r for r in caplog.records if "pooler='transaction'" in r.getMessage()]
         if pooler:
-            rounds()
-            threshold = clients[0].runInteraction(lambda cursor: cursor.connection.prepare_threshold)
-            assert threshold is None
-        else:
-            with pytest.raises(psycopg.Error) as failed:
-                rounds()
-            assert failed.value.sqlstate in ("26000", "42P05")  # missing / already exists
+            assert thresholds == [None, None] and said == []
+        else:  # a client that met the symptom prepares no more, and said so once
+            assert thresholds.count(None) == len(said) >= 1
+            assert all(c.stats()["errors"] == 0 for c in clients)
     finally:
-        # what the proof prepared stays on pgbouncer's server connections, where only
-        # a client that prepares (psycopg 3 without pooler=, broken here anyway) meets it
+        # what the clients prepared stays on pgbouncer's server connections, where only
+        # a client that prepares (psycopg 3 without pooler=) meets it
         for client in clients:
             client.close()
+
+
+def test_inside_a_transaction_the_symptom_is_an_error_naming_the_pooler_option():
+    """Transactions that each run one statement past psycopg's prepare threshold,
+    while another client holds a server connection every other time, so that
+    pgbouncer hands them different server connections: one meets a prepared
+    statement missing (or already there, left by another client). That error ends
+    its transaction (nothing of it runs again) with a note naming
+    ``pooler="transaction"``; from then on nothing is prepared and all is well."""
+    require_pgbouncer()
+    db = adb.sync.Database(bouncer_url("psycopg", ""), pool_size=1)
+    holder = adb.sync.Database(bouncer_url("psycopg2"), pool_size=1)
+    met = None
+    try:
+        for attempt in range(10):
+            held = holder.beginTransaction() if attempt % 2 else None
+            try:
+                if held is not None:
+                    holder.runQuery("select 1", tx=held)
+                with db.transaction() as tx:
+                    for i in range(PREPARE_THRESHOLD + 1):
+                        assert tx.runQuery("select %s::int + 41", (i,)) == [(i + 41,)]
+            except psycopg.Error as exc:
+                met = exc
+                break
+            finally:
+                if held is not None:
+                    holder.rollbackTransaction(held)
+        assert met is not None, "no transaction met a prepared statement of another session"
+        assert met.sqlstate in ("26000", "42P05")
+        assert any('pooler="transaction"' in note for note in getattr(met, "__notes__", []))
+        assert db.runInteraction(lambda cursor: cursor.connection.prepare_threshold) is None
+        for attempt in range(4):
+            with db.transaction() as tx:
+                assert tx.runQuery("select %s::int + 41", (attempt,)) == [(attempt + 41,)]
+    finally:
+        db.close()
+        holder.close()
 
 
 # -- statement_timeout: the cancel through the pooler ------------------------------------
@@ -177,13 +217,13 @@ def test_a_timed_out_call_returns_only_once_its_cancel_has_returned(driver):
     a check that meets a pending cancel, and only then settles the call."""
     db = adb.sync.Database(bouncer_url(driver), pool_size=1, statement_timeout=0.3)
     returned = []
-    cancel = db._driver.cancel
+    cancel = db._engine.driver.cancel
 
     def slow_cancel(conn):
         cancel(conn)
         time.sleep(0.4)
         returned.append(time.monotonic())
-    setattr(db._driver, "cancel", slow_cancel)  # the real cancel, instrumented
+    setattr(db._engine.driver, "cancel", slow_cancel)  # the real cancel, instrumented
     try:
         with pytest.raises(StatementTimeout) as timed_out:
             db.runQuery("select pg_sleep(3)")
@@ -202,8 +242,8 @@ def test_without_pooler_psycopg2s_cancel_reaches_nothing_and_says_why(direct, ca
     have run), the server still runs the statement, and the log says to pass pooler=."""
     require_pgbouncer()
     marker = f"adb_pgb_{uuid.uuid4().hex[:10]}"
-    db = adb.sync.Database(bouncer_url("psycopg2", ""), pool_size=1, statement_timeout=0.3,
-                           _pool_options={"cancel_grace": 0.3})
+    db = with_pool_options(adb.sync.Database, cancel_grace=0.3)(
+        bouncer_url("psycopg2", ""), pool_size=1, statement_timeout=0.3)
     try:
         with caplog.at_level(logging.WARNING, logger="adb"):
             with pytest.raises(StatementTimeout) as timed_out:
@@ -343,7 +383,7 @@ async def test_autobatch_units_run_whole_through_pgbouncer(driver, table_name):
             "where name = 'adb_autobatch_guard' and prepare_time >= %s", (began,))
             for _ in range(4))) == [[(0,)]] * 4
         if driver == "psycopg2":
-            assert not getattr(db._driver, "guarded")  # no connection of its own had it prepared either
+            assert not getattr(db._engine.driver, "guarded")  # no connection of its own had it prepared either
     finally:
         await db.runOperation(f"drop table if exists {table_name}")
         await db.close()

@@ -121,5 +121,6 @@ async def test_multiprocess_recipe_one_pool_per_child_and_clean_stop(tmp_path, p
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         out, err = proc.communicate(timeout=30)
-    assert sorted(line.split(":")[1] for line in out.splitlines()) == [" pool closed"] * 2, (out, err)
+    assert sorted(line.partition(":")[2] for line in out.splitlines()) == [" pool closed"] * 2, \
+        (out, err)
     assert "ForkError" not in err and "Traceback" not in err, err

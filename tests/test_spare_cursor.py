@@ -7,8 +7,8 @@ import adb.sync
 
 
 def spare(db):
-    (worker,) = db._pool.workers
-    return worker._spare
+    (worker,) = db._engine.pool.workers
+    return worker.session._spare
 
 
 def test_operations_share_a_cursor_queries_leave_none(target, table_name):
@@ -40,9 +40,9 @@ def test_a_replaced_connection_gets_a_new_cursor(tmp_path):
     with adb.sync.Database(f"sqlite:///{tmp_path}/r.db", pool_size=1) as db:
         db.runOperation("create table t (k int)")
         old_conn, old_cursor = spare(db)
-        (worker,) = db._pool.workers
-        worker.disconnect("test")  # as after a broken connection
-        assert worker._spare is None
+        (worker,) = db._engine.pool.workers
+        worker.session.disconnect("test")  # as after a broken connection
+        assert worker.session._spare is None
         # the worker thread is idle in its inbox; the next call reconnects
         assert db.runOperation("insert into t values (1)") == 1
         conn, cursor = spare(db)

@@ -1,4 +1,5 @@
-"""The public contract of DESIGN.md, run on every front-end x every driver.
+"""The public contract of DESIGN.md, run on every front-end x every driver (those that
+pipeline standalone calls both with and without: ``PIPELINE_VARIANTS``).
 
 Each test gets ``db`` (asyncio, Tornado or sync front-end on PostgreSQL, MariaDB
 or SQLite, pool of 4) with an empty table ``db.table``; ``ev()`` turns any
@@ -14,7 +15,14 @@ import adb
 import adb.twisted
 from adb.errors import PoolClosed, PoolTimeout, TransactionError
 
-from .conftest import FRONTS, close, ev, gather_calls
+from .conftest import (FRONTS, PIPELINE_VARIANTS, TARGETS, blocking, close, ev, gather_calls,
+                       make_target)
+
+
+@pytest.fixture(name="target", params=[*TARGETS, *PIPELINE_VARIANTS])
+def _target(request, tmp_path):
+    """Every driver, and those that pipeline both with and without (``db`` uses it)."""
+    return make_target(request.param, tmp_path)
 
 
 def _settled(future):
@@ -33,7 +41,7 @@ async def count(db):
 
 async def gather(db, calls):
     """Start every call first, then collect (the sync front-end runs them in threads)."""
-    if db._blocking:
+    if blocking(db):
         loop = asyncio.get_running_loop()
         return await asyncio.gather(*(loop.run_in_executor(None, c) for c in calls))
     return await gather_calls(c() for c in calls)
@@ -63,7 +71,7 @@ async def test_run_operation_returns_rowcount_and_autocommits(db):
 
 async def test_seed_tuple_form_and_map(db):
     stmts = [(ins(db), (i, str(i))) for i in range(100)]
-    if db._blocking:
+    if blocking(db):
         counts = list(map(db.runOperation, stmts))
     else:
         counts = await gather_calls(map(db.runOperation, stmts))
@@ -135,7 +143,7 @@ async def test_rollback_discards(db):
 
 
 async def test_transaction_context_commits_and_rolls_back(db):
-    if db._blocking:
+    if blocking(db):
         with db.transaction() as tx:
             tx.runOperation(ins(db), (1, "kept"))
         with pytest.raises(ZeroDivisionError):
@@ -215,7 +223,7 @@ async def test_concurrent_transactions_more_than_workers(db):
             await ev(tx.commit())
         else:
             await ev(tx.rollback())
-    if db._blocking:
+    if blocking(db):
         loop = asyncio.get_running_loop()
 
         def one_sync(i):
@@ -313,7 +321,7 @@ async def test_close_settles_pending_calls(front, target, table_name):
     sql = target.sql(f"insert into {table_name} (userid, data) values (%s, %s)")
     await ev(database.runOperation(f"create table {table_name} (userid int primary key, data varchar(10))"))
     try:
-        if database._blocking:
+        if blocking(database):
             pending = [database.runOperation(sql, (i, "p")) for i in range(200)]
             database.close()
             assert pending == [1] * 200
@@ -326,7 +334,7 @@ async def test_close_settles_pending_calls(front, target, table_name):
         with pytest.raises(PoolClosed, match=database.name):
             database.runQuery("select 1")
         await ev(database.close())  # idempotent
-        assert all(not w.thread.is_alive() for w in database._pool.workers)
+        assert all(not w.thread.is_alive() for w in database._engine.pool.workers)
     finally:
         check = adb.sync.Database(target.url, pool_size=1)
         assert check.runQuery(f"select count(*) from {table_name}") == [(200,)]

@@ -59,8 +59,9 @@ def test_timeout_while_all_workers_busy(tmp_path):
 
 def test_embedded_default_file_is_removed_on_close():
     db = adb.sync.Database()
-    path = db._tempfile
-    assert path is not None
+    embedded = db._engine._embedded
+    assert embedded is not None
+    path = embedded.path
     db.runOperation("create table t (a int)")
     assert db.runQuery("select count(*) from t") == [(0,)]
     db.close()
@@ -101,3 +102,23 @@ def test_unclosed_database_warns():
     with pytest.warns(ResourceWarning, match="unclosed"):
         del db
         gc.collect()
+
+
+def test_common_calls_check_their_arguments_as_every_call_does():
+    """The common call's inline check passes only a str statement with plain
+    parameters; every other form goes through the full check, as before."""
+    import adb.sync
+    with adb.sync.Database("sqlite://", pool_size=1) as db:
+        db.runOperation("create table common (k int, v text)")
+        assert db.runOperation("insert into common values (?, ?)", [1, "a"]) == 1
+        assert db.runOperation(("insert into common values (?, ?)", (2, "b"))) == 1  # 2011 form
+        assert db.runOperation("insert into common values (3, 'c')") == 1
+        assert db.runQuery("select k from common where v = :v", {"v": "b"}) == [(2,)]
+        assert db.runQueryValue("select count(*) from common", ()) == 3
+        with pytest.raises(TypeError, match="not str"):
+            db.runOperation("insert into common values (?, ?)", "ab")
+        with pytest.raises(TypeError, match="SQL must be a str, not int"):
+            db.runQueryRow(5)  # type: ignore[arg-type]
+        with pytest.raises(db.dbapi.OperationalError):
+            db.runOperation("insert into nowhere values (1)")
+        assert db.runQueryValue("select count(*) from common") == 3

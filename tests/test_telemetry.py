@@ -21,7 +21,7 @@ import adb.sync
 from adb.errors import InterfaceError
 from adb.telemetry import describe_sql
 
-from .conftest import FRONTS, ev, gather_calls
+from .conftest import FRONTS, ev, gather_calls, with_pool_options
 
 SYSTEMS = {"postgresql": {"postgresql"}, "mysql": {"mysql", "mariadb"}, "sqlite": {"sqlite"}}
 
@@ -229,15 +229,14 @@ async def test_metrics_under_a_small_load(front, target, table_name, otel):
 
 async def test_queued_calls_are_pending_requests_and_their_wait_is_in_the_span(
         target, otel):
-    db = adb.Database(target.url, pool_size=1, _pool_options={"start": False},
-                      **otel.options())
+    db = with_pool_options(adb.Database, start=False)(target.url, pool_size=1, **otel.options())
     futures = [db.runQuery("select 1") for _ in range(5)]
     metrics = otel.metrics()
     assert [p.value for p in metrics["db.client.connection.pending_requests"]] == [5]
     assert {p.attributes["db.client.connection.state"]: p.value
             for p in metrics["db.client.connection.count"]} == {"idle": 0, "used": 0}
     await asyncio.sleep(0.05)
-    db._start_workers()
+    db._engine.pool.start()
     assert await asyncio.gather(*futures) == [[(1,)]] * 5
     await db.close()
     spans = by_statement(otel.spans(), "select 1")
@@ -247,8 +246,8 @@ async def test_queued_calls_are_pending_requests_and_their_wait_is_in_the_span(
 
 
 async def test_an_autobatch_unit_gives_each_call_a_span_saying_so(target, table_name, otel):
-    db = adb.Database(target.url, pool_size=1, autobatch=8, _pool_options={"start": False},
-                      **otel.options())
+    db = with_pool_options(adb.Database, start=False)(target.url, pool_size=1, autobatch=8,
+                                                      **otel.options())
     setup = adb.sync.Database(target.url, pool_size=1)
     setup.runOperation(f"drop table if exists {table_name}")
     setup.runOperation(f"create table {table_name} (userid int primary key, data varchar(10))")
@@ -256,7 +255,7 @@ async def test_an_autobatch_unit_gives_each_call_a_span_saying_so(target, table_
     try:
         with otel.tracer.start_as_current_span("handler") as handler:
             futures = [db.runOperation(insert, (i, "x")) for i in range(5)]
-        db._start_workers()
+        db._engine.pool.start()
         assert await asyncio.gather(*futures) == [1] * 5
         units = db.stats()["units"]
         await db.close()
@@ -282,7 +281,7 @@ async def test_slow_call_logs_the_statement_never_its_parameters(front, target, 
     assert slow[0].levelno == logging.WARNING
     assert sql in message and "queued" in message and "ran" in message
     assert "hunter2" not in message
-    assert db._telemetry.tracer is None  # slow_call alone traces nothing
+    assert db._engine.telemetry.tracer is None  # slow_call alone traces nothing
 
 
 async def test_slow_call_leaves_fast_calls_alone(target, caplog):
@@ -307,7 +306,7 @@ def test_a_bad_telemetry_value_is_refused():
 def test_without_telemetry_a_database_holds_none(otel):
     db = adb.sync.Database(pool_size=1)
     try:
-        assert db._telemetry is None
+        assert db._engine.telemetry is None
         assert db.runQuery("select 1") == [(1,)]
     finally:
         db.close()

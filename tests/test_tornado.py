@@ -105,8 +105,10 @@ class SQLiteHandlerTest(HandlerTests, AsyncHTTPTestCase):
 
 
 class IOLoopBindingTest(AsyncTestCase):
-    def test_defaults_to_the_current_ioloop(self):
+    def test_binds_to_the_ioloop_of_its_first_call(self):
         db = adb.tornado.Database("sqlite://")
+        self.assertIsNone(db.ioloop)  # made before any loop runs it: not bound yet
+        self.assertEqual(self.io_loop.run_sync(lambda: db.runQuery("select 1")), [(1,)])
         self.assertIs(db.ioloop, self.io_loop)
         self.io_loop.run_sync(db.close)
 

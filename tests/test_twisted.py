@@ -212,7 +212,7 @@ class ConnectionPoolTests(unittest.TestCase):
         self.assertIsNone((yield pool.runOperation("create table t (k int primary key)")))
         self.assertEqual((yield pool.runMany("insert into t values (?)", [(1,), (2,)])), 2)
         tx = yield pool.beginTransaction()
-        yield pool._db.runOperation("insert into t values (?)", (3,), tx)
+        yield pool._adb.runOperation("insert into t values (?)", (3,), tx)
         yield pool.rollbackTransaction(tx)
         rows = yield pool.runQuery("select k from t order by k")
         stats = pool.stats()
@@ -238,6 +238,10 @@ class ConnectionPoolTests(unittest.TestCase):
         failure = yield self.assertFailure(running, adbapi.ConnectionLost)
         self.assertTrue(failure.may_have_run)
         self.assertIsInstance(failure, adb.errors.ConnectionLost)
+        self.assertIsInstance(failure, pool.dbapi.OperationalError)  # what adbapi raises
+        # adbapi's Connection.rollback logs its failure on the dead connection, as under adbapi
+        self.assertTrue(self.flushLoggedErrors(adbapi.ConnectionLost))
+        self.flushLoggedErrors(pool.dbapi.InterfaceError)
         self.assertEqual((yield pool.runQuery("select 1")), [(1,)])  # reconnected
         pool.close()
 
@@ -267,5 +271,63 @@ class ConnectionPoolTests(unittest.TestCase):
                 pool.close()
 
     def test_bad_driver_name_fails_at_construction(self):
-        with self.assertRaises(adb.errors.InterfaceError):
+        with self.assertRaises(ImportError):  # as adbapi's
             adb.twisted.ConnectionPool("no_such_module_anywhere")
+        with self.assertRaises(adb.errors.InterfaceError):
+            adb.twisted.ConnectionPool("")
+
+    @defer.inlineCallbacks
+    def test_unreachable_server_fails_with_the_drivers_error_and_adbs(self):
+        """What adbapi users catch (the driver's OperationalError, its args) and what
+        adb's users catch (ServerUnavailable: nothing ran); adb's message, naming the
+        host and database of a libpq DSN string, is a note of it."""
+        import psycopg2
+        pool = adb.twisted.ConnectionPool(
+            "psycopg2", "host=127.0.0.1 port=1 dbname=nowhere connect_timeout=2", cp_min=0,
+            cp_max=1)
+        pool.start()
+        try:
+            error = yield self.assertFailure(pool.runQuery("select 1"), psycopg2.OperationalError)
+            self.assertIsInstance(error, adb.errors.ServerUnavailable)
+            self.assertFalse(error.may_have_run)
+            self.assertIsInstance(error.__cause__, psycopg2.OperationalError)
+            self.assertEqual(error.args, error.__cause__.args)
+            self.assertIn("127.0.0.1:1/nowhere", " ".join(getattr(error, "__notes__", [])))
+            self.assertIn("ServerUnavailable[psycopg2.OperationalError]", type(error).__qualname__)
+        finally:
+            pool.close()
+
+    def test_cp_min_and_cp_max_are_refused_by_their_names(self):
+        for kw, named in (({"cp_max": 0}, "cp_max"), ({"cp_min": -1}, "cp_min"),
+                          ({"cp_max": "5"}, "cp_max")):
+            with self.assertRaisesRegex(adb.errors.InterfaceError, named):
+                adb.twisted.ConnectionPool("sqlite3", self.path, **kw)
+
+    @defer.inlineCallbacks
+    def test_adbs_own_calls_leave_the_connection_as_the_application_set_it(self):
+        """runMany and a transaction of adb's own begin explicitly and end with the
+        driver's commit, so a connection cp_openfun put in autocommit is still in
+        autocommit for the next function, and one left as the driver made it is too."""
+        require_server("postgresql")
+        for autocommit in (True, False):
+            def openfun(conn, autocommit=autocommit):
+                conn.autocommit = autocommit
+            pool = adb.twisted.ConnectionPool("psycopg2", cp_max=1, cp_openfun=openfun,
+                                              **server_kwargs("postgresql"))
+            pool.start()
+            table = "adb_native_" + uuid.uuid4().hex[:10]
+            try:
+                yield pool.runOperation(f"create table {table} (k int)")
+                self.assertEqual((yield pool.runMany(f"insert into {table} values (%s)",
+                                                     [(1,), (2,)])), 2)
+                tx = yield pool.beginTransaction()
+                yield pool._adb.runOperation(f"insert into {table} values (%s)", (3,), tx)
+                yield pool.rollbackTransaction(tx)
+                seen = yield pool.runWithConnection(
+                    lambda conn: (conn.autocommit, conn.get_transaction_status()))
+                self.assertEqual(seen, (autocommit, 0))  # 0: TRANSACTION_STATUS_IDLE
+                rows = yield pool.runQuery(f"select k from {table} order by k")
+                self.assertEqual([tuple(r) for r in rows], [(1,), (2,)])
+            finally:
+                yield pool.runOperation(f"drop table {table}")
+                pool.close()

@@ -46,3 +46,20 @@ def test_mypy_catches_a_wrong_return_type(tmp_path):
     result = mypy(str(wrong))
     assert result.returncode == 1, result.stdout
     assert 'wrong.py:6: error: Expression is of type "int", not "str"' in result.stdout, result.stdout
+
+
+def test_mypy_catches_a_typo_of_an_option_and_none_as_the_url(tmp_path):
+    """Every option of the constructor is a typed keyword (``adb.options.Options``):
+    a misspelt one, and an unset environment variable given as the URL, are caught
+    before the program runs."""
+    wrong = tmp_path / "typo.py"
+    wrong.write_text("import os\n\nimport adb\n\n\n"
+                     "def f() -> None:\n"
+                     "    adb.Database('sqlite://', pool_sise=3)\n"
+                     "    adb.Database(os.environ.get('DATABASE_URL'))\n"
+                     "    adb.Database('sqlite://', pool_size=3, statement_timeout=None)\n")
+    result = mypy(str(wrong))
+    assert result.returncode == 1, result.stdout
+    assert 'typo.py:7: error: Unexpected keyword argument "pool_sise"' in result.stdout, result.stdout
+    assert "typo.py:8: error: Argument 1" in result.stdout, result.stdout
+    assert "typo.py:9" not in result.stdout, result.stdout

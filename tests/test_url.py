@@ -10,7 +10,7 @@ import adb.sync
 from adb import drivers
 from adb.errors import InterfaceError
 from adb.target import Target
-from adb.url import make_target, parse_url
+from adb.url import make_target, parse_url, target_for
 
 
 def target_of(url: str | None, driver: str | None, kwargs: dict[str, object]) -> Target:
@@ -129,9 +129,9 @@ def test_bad_options_fail_at_construction(kwargs, fragment):
 
 def test_unknown_driver_keywords_fail_at_construction():
     with pytest.raises(InterfaceError, match="'hots'"):
-        adb.sync.Database(driver="pymysql", hots="127.0.0.1")
-    with pytest.raises(InterfaceError, match="bad PostgreSQL connection option"):
-        adb.sync.Database(driver="psycopg2", hots="127.0.0.1")
+        adb.sync.Database(driver="pymysql", hots="127.0.0.1")  # type: ignore[call-arg]
+    with pytest.raises(InterfaceError, match=r"'hots' \(did you mean 'host'\?\)"):
+        adb.sync.Database(driver="psycopg2", hots="127.0.0.1")  # type: ignore[call-arg]
     with pytest.raises(InterfaceError, match="journal_mode"):
         adb.sync.Database("sqlite:///x.db?journal_mode=fast")
     with pytest.raises(InterfaceError, match="connect_timeout"):
@@ -139,7 +139,7 @@ def test_unknown_driver_keywords_fail_at_construction():
 
 
 @pytest.mark.parametrize("url, kwargs, fragment", [
-    ("postgresql+psycopg://h/db", {"hots": "h"}, "bad PostgreSQL connection option.*hots"),
+    ("postgresql+psycopg://h/db", {"hots": "h"}, r"'hots' \(did you mean 'host'\?\)"),
     ("postgresql+psycopg://h/db?autocommit=1", {}, "autocommit= is adb's"),
     ("postgresql+psycopg://h/db?row_factory=dict_row", {}, "row_factory= is adb's"),
     ("postgresql+psycopg://h/db?prepare_threshold=soon", {}, "prepare_threshold='soon'"),
@@ -153,7 +153,7 @@ def test_bad_psycopg_options_fail_at_construction(url, kwargs, fragment):
 def test_psycopg_options_are_normalised():
     db = adb.sync.Database("postgresql+psycopg://h/app?prepare_threshold=none&connect_timeout=3")
     try:
-        kwargs = db._driver.connect_kwargs
+        kwargs = db._engine.driver.connect_kwargs
         assert kwargs["dbname"] == "app" and "database" not in kwargs
         assert kwargs["prepare_threshold"] is None and kwargs["connect_timeout"] == "3"
         assert kwargs["keepalives_idle"] == 30  # adb's defaults where the URL is silent
@@ -202,6 +202,22 @@ def test_failed_connect_shows_no_password(kind, caplog):
     text += caplog.text
     assert "cannot connect" in caplog.text
     assert "canary" not in text and quote(CANARY, safe="") not in text
+
+
+@pytest.mark.parametrize("dsn, shown", [
+    (f"host=127.0.0.1 port=5432 dbname=test user=root password='{CANARY} x'",
+     "postgresql://root:***@127.0.0.1:5432/test"),
+    (f"postgresql://root:{quote(CANARY, safe='')}@127.0.0.1:5432/test?sslmode=disable",
+     "postgresql://root:***@127.0.0.1:5432/test"),
+    ("postgresql:///test?host=/run/postgresql", "postgresql:///run/postgresql/test"),
+    ("dbname = 'my db'", "postgresql:///my db"),
+])
+def test_a_libpq_dsn_string_is_described_by_its_host_and_database(dsn, shown):
+    """adbapi users pass psycopg2 a DSN string (``ConnectionPool("psycopg2", dsn)``):
+    reprs and errors still name its host and database, never its password."""
+    target = target_for("psycopg2", {"connect_timeout": 10}, (dsn,))
+    assert target.describe() == shown
+    assert "canary" not in repr(target) and quote(CANARY, safe="") not in repr(target)
 
 
 @pytest.mark.parametrize("url, host, port, shown", [

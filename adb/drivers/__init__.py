@@ -12,11 +12,12 @@ from __future__ import annotations
 import functools
 import importlib
 import pkgutil
-from typing import Callable, Optional
+from typing import Callable, Iterable, Optional
 
 from ..errors import InterfaceError
 from ..target import Family, Target
-from .base import Connection, Driver, DriverInfo, Pooler, check_pooler
+from . import _native
+from .base import Connection, Driver, DriverInfo, Pooler, check_pooler, unknown_keywords
 from .generic import GenericDriver
 
 _NOT_DRIVERS = frozenset({"base", "generic"})  # and private helpers (_name)
@@ -112,12 +113,19 @@ def url_scheme(name: str) -> str:
 
 
 def load(target: Target, on_connect: Optional[Callable[[Connection], object]] = None,
-         pooler: object = None) -> Driver:
+         pooler: object = None, options: Iterable[str] = (), native: bool = False) -> Driver:
     """Return a Driver instance for ``target`` (an ``adb.target.Target``); ``on_connect``
     is called with every new connection, in its worker thread; ``pooler`` is
-    ``Database(pooler=...)``, checked here (``Pooler``)."""
+    ``Database(pooler=...)``, checked here (``Pooler``). A keyword of the target
+    that the driver's ``connect()`` does not take is refused, with the nearest valid
+    name among those and ``options`` (adb's own, whose typos land here).
+    ``native``: the adbapi drop-in's native sessions (``adb.drivers._native``), which
+    pass every keyword on and take a module without ``connect()`` until the first
+    connect, as adbapi does."""
     checked = check_pooler(pooler)
     cls = registry().get(target.driver, GenericDriver)
+    if native:
+        cls = _native.native(cls)
     try:
         dbapi = importlib.import_module(target.driver)
     except ImportError as exc:
@@ -125,8 +133,13 @@ def load(target: Target, on_connect: Optional[Callable[[Connection], object]] = 
         hint = f" (pip install 'adb-async[{found.extra}]')" if found and found.extra else ""
         raise InterfaceError(
             f"driver module {target.driver!r} cannot be imported: {exc}{hint}") from None
-    if not hasattr(dbapi, "connect"):
+    if not hasattr(dbapi, "connect") and not native:
         raise InterfaceError(f"{target.driver!r} is not a DB-API 2 module: it has no connect()")
+    known = None if native else cls.keywords(dbapi)
+    if known is not None:
+        refusal = unknown_keywords(set(target.kwargs) - {"pooler"}, known, options, target.driver)
+        if refusal is not None:
+            raise InterfaceError(refusal)
     return cls(dbapi, target, on_connect, checked)
 
 

@@ -8,7 +8,8 @@ import os
 import socket
 from typing import Any, Optional, Sequence
 
-from .base import Pooler, ReplicaPosition, column_list, readable
+from ..errors import InterfaceError
+from .base import Pooler, ReplicaPosition, answers, column_list, readable
 
 #: both libpq drivers work through PostgreSQL poolers such as pgbouncer, in either
 #: mode: PostgreSQL's cancel request names the client connection's own key, which
@@ -24,6 +25,97 @@ CANCEL_CHECK = "select pg_sleep(0)"
 #: without a word is noticed within about a minute
 CONNECT_DEFAULTS = (("connect_timeout", 10), ("keepalives", 1), ("keepalives_idle", 30),
                     ("keepalives_interval", 10), ("keepalives_count", 3))
+
+
+#: libpq's connection parameters (PostgreSQL 15's list, and those added since up to
+#: 17), where the libpq at hand cannot be asked (``keywords``)
+KEYWORDS = frozenset({
+    "host", "hostaddr", "port", "dbname", "user", "password", "passfile", "channel_binding",
+    "connect_timeout", "client_encoding", "options", "application_name",
+    "fallback_application_name", "keepalives", "keepalives_idle", "keepalives_interval",
+    "keepalives_count", "tcp_user_timeout", "replication", "gssencmode", "sslmode",
+    "requiressl", "sslcompression", "sslcert", "sslkey", "sslpassword", "sslcertmode",
+    "sslrootcert", "sslcrl", "sslcrldir", "sslsni", "sslnegotiation", "requirepeer",
+    "ssl_min_protocol_version", "ssl_max_protocol_version", "krbsrvname", "gsslib",
+    "gssdelegation", "service", "target_session_attrs", "load_balance_hosts", "require_auth"})
+
+
+def keywords(own: frozenset[str]) -> frozenset[str]:
+    """What a libpq driver's ``connect()`` takes: libpq's connection parameters (as
+    psycopg 3's libpq lists them, where it is installed) and the wrapper's ``own``."""
+    try:
+        from psycopg import pq
+        known = frozenset(d.keyword.decode() for d in pq.Conninfo.get_defaults())
+    except ImportError:
+        known = KEYWORDS
+    return known | KEYWORDS | own
+
+
+#: what libpq says when a connect can only fail again, and what adb calls it
+REJECTIONS = (
+    ("password authentication failed", "the server refused the credentials"),
+    ("no password supplied", "the server asks for a password and none was given"),
+    ("does not exist", ""),  # a role or a database: the message says which
+    ("no pg_hba.conf entry", "the server's pg_hba.conf admits no such connection"),
+    ("invalid sslmode", "an option value is refused"),
+    ("invalid integer value", "an option value is refused"),
+    ("invalid port", "an option value is refused"),
+    ("invalid connection option", "an option is refused"),
+    ("bad value for", "an option value is refused"),
+    ("ssl was required", "the server does not support SSL, which sslmode requires"),
+)
+
+
+#: PostgreSQL's SSLRequest: a running server answers it with one byte (S or N) at
+#: once, before any login, and then the probe hangs up
+SSL_REQUEST = (8).to_bytes(4, "big") + (80877103).to_bytes(4, "big")
+
+
+def probe(kwargs: dict[str, Any], timeout: float) -> bool:
+    """``Driver.probe`` for libpq: does any host of the connect keywords answer an
+    SSLRequest? (A multi-host target is back once one of its hosts is.)"""
+    hosts = str(kwargs.get("host") or "localhost").split(",")
+    ports = str(kwargs.get("port") or 5432).split(",")
+    ports = ports * len(hosts) if len(ports) == 1 else ports
+    return any(answers(h.strip(), int(p), SSL_REQUEST, timeout) for h, p in zip(hosts, ports)
+               if p.strip().isdigit())
+
+
+def rejection(exc: BaseException) -> Optional[str]:
+    """``Driver.rejection`` for libpq: the cause, read from libpq's message."""
+    message = " ".join(str(exc).split())
+    lowered = message.lower()
+    for fragment, cause in REJECTIONS:
+        if fragment in lowered:
+            detail = message.split("FATAL:", 1)[-1].strip()
+            return f"{cause} ({detail})" if cause else detail
+    return None
+
+
+#: connection options whose values libpq would refuse only at connect: checked first
+CHOICES = {
+    "sslmode": ("disable", "allow", "prefer", "require", "verify-ca", "verify-full"),
+    "target_session_attrs": ("any", "read-write", "read-only", "primary", "standby",
+                             "prefer-standby"),
+    "gssencmode": ("disable", "prefer", "require"),
+    "channel_binding": ("disable", "prefer", "require"),
+}
+INTEGERS = ("port", "connect_timeout", "keepalives", "keepalives_idle", "keepalives_interval",
+            "keepalives_count", "tcp_user_timeout")
+
+
+def check_values(kwargs: dict[str, Any]) -> None:
+    """InterfaceError, naming the option and the value, for a value libpq refuses
+    at connect time: a choice outside its list, an integer that is not one (a port
+    may be a comma-separated list, one per host)."""
+    for key, allowed in CHOICES.items():
+        if key in kwargs and str(kwargs[key]) not in allowed:
+            raise InterfaceError(f"PostgreSQL {key}={kwargs[key]!r} is not one of "
+                                 f"{', '.join(allowed)}")
+    for key in INTEGERS:
+        if key in kwargs and not all(part.strip().lstrip("-").isdigit()
+                                     for part in str(kwargs[key]).split(",")):
+            raise InterfaceError(f"PostgreSQL {key}={kwargs[key]!r} is not an integer")
 
 
 def with_defaults(kwargs: dict[str, Any], dsn: str = "") -> dict[str, Any]:
@@ -90,14 +182,25 @@ def replica_position(conn: Any) -> ReplicaPosition:
 _stream_names = itertools.count(1)
 
 
-def begin_read_only(driver: Any, conn: Any) -> None:
-    """A transaction that only reads: ``SET TRANSACTION`` is its first statement."""
+def begin_transaction(driver: Any, conn: Any, isolation: Optional[str],
+                      read_only: bool) -> None:
+    """A transaction whose isolation level or read-only mode ``SET TRANSACTION``, its
+    first statement, sets (a plain one when neither is asked for)."""
     driver.begin(conn)
+    modes = ([f"ISOLATION LEVEL {isolation.upper()}"] if isolation else []) \
+        + (["READ ONLY"] if read_only else [])
+    if not modes:
+        return
     cursor = conn.cursor()
     try:
-        cursor.execute("SET TRANSACTION READ ONLY")
+        cursor.execute("SET TRANSACTION " + ", ".join(modes))
     finally:
         cursor.close()
+
+
+def begin_read_only(driver: Any, conn: Any) -> None:
+    """A transaction that only reads."""
+    begin_transaction(driver, conn, None, True)
 
 
 def stream_cursor(driver: Any, conn: Any) -> Any:

@@ -8,8 +8,10 @@ connection that worker owns.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import enum
 import inspect
+import re
 import select
 import socket
 from typing import Any, Callable, Iterable, Optional, Sequence
@@ -77,6 +79,10 @@ class DriverInfo:
     extra: str = ""
 
 
+#: the SQL standard's isolation levels, weakest first (``Driver.isolation_levels``)
+ISOLATION_LEVELS = ("read uncommitted", "read committed", "repeatable read", "serializable")
+
+
 class Driver:
     """Defaults for a PEP 249 module; subclasses override what differs.
 
@@ -106,6 +112,8 @@ class Driver:
         #: the pooler the connections go through, if any: from ``Database(pooler=)``
         #: or the URL's ``?pooler=`` (never a connect() keyword)
         self.pooler = self.pooler_of(pooler, kwargs.pop("pooler", None))
+        #: the URL's ``?pipeline=`` (never a connect() keyword), checked by the engine
+        self.url_pipeline = kwargs.pop("pipeline", None)
         self.connect_kwargs = self.check(kwargs)
         self.target = dataclasses.replace(target, kwargs=self.connect_kwargs, args=self.connect_args)
         self.on_connect = on_connect
@@ -130,9 +138,23 @@ class Driver:
         return pooler
 
     def check(self, kwargs: dict[str, Any]) -> dict[str, Any]:
-        """Validate and normalise connect keywords at construction; return them."""
-        _check_signature(self.dbapi.connect, kwargs, self.name)
+        """Validate and normalise connect keywords at construction; return them
+        (``keywords`` has refused the unknown ones already)."""
         return kwargs
+
+    @classmethod
+    def keywords(cls, dbapi: Any) -> Optional[frozenset[str]]:
+        """Every keyword the module's ``connect()`` takes (the driver's own checks
+        aside), or None where that cannot be told: then any keyword is passed on.
+        By default what ``connect``'s signature names, unless it takes ``**kwargs``."""
+        try:
+            params = inspect.signature(dbapi.connect).parameters.values()
+        except (TypeError, ValueError):
+            return None
+        if any(p.kind is p.VAR_KEYWORD for p in params):
+            return None
+        return frozenset(p.name for p in params
+                         if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD))
 
     def connect(self) -> Connection:
         """Open one connection (in the worker thread that will own it) and set it up."""
@@ -187,10 +209,21 @@ class Driver:
         """Start an explicit transaction."""
 
     def commit(self, conn: Connection) -> None:
-        conn.commit()
+        try:
+            conn.commit()
+        finally:
+            self.ended(conn)
 
     def rollback(self, conn: Connection) -> None:
-        conn.rollback()
+        try:
+            conn.rollback()
+        finally:
+            self.ended(conn)
+
+    def ended(self, conn: Connection) -> None:
+        """A transaction on ``conn`` ended (committed or rolled back, or the attempt
+        failed): undo what ``begin_transaction`` set up on the session for it.
+        Nothing by default; every ``commit``/``rollback`` calls it."""
 
     def failed_transaction(self, conn: Connection) -> bool:
         """True when the server has aborted the open transaction (commit would not commit)."""
@@ -206,6 +239,27 @@ class Driver:
         cursor.executemany(sql, seq_of_params)
         count: int = cursor.rowcount
         return count
+
+    def pooler_symptom(self, error: BaseException) -> bool:
+        """True when ``error`` is the mark of a transaction pooler in front of a
+        Database told nothing of it (``pooler=``), which the driver has just cured
+        for every connection: the call failed without running, and a standalone
+        one may run again. (psycopg 3 says so; by default nothing does.)"""
+        return False
+
+    def probe(self, timeout: float) -> Optional[bool]:
+        """Whether the server answers now (True), or not (False), by the cheapest
+        exchange that a server stopped, frozen or not yet listening fails: asked
+        while adb backs off after failed connects, so that the first call after the
+        server is back connects at once. None: this driver cannot tell."""
+        return None
+
+    def rejection(self, exc: BaseException) -> Optional[str]:
+        """Why the connect that raised ``exc`` will fail again however often it is
+        tried (the server refused the credentials, has no such database, or an
+        option value is refused), in words; None when the server may simply not
+        be reachable now (adb then backs off and tries again)."""
+        return None
 
     def is_disconnect(self, exc: BaseException, conn: Connection) -> bool:
         """True when ``exc`` means ``conn`` is unusable and must be replaced."""
@@ -243,6 +297,16 @@ class Driver:
     def begin_read_only(self, conn: Connection) -> None:
         """Start an explicit transaction that only reads (a plain one by default)."""
         self.begin(conn)
+
+    #: the isolation levels ``begin_transaction`` can ask the server for (lower case)
+    isolation_levels: frozenset[str] = frozenset()
+
+    def begin_transaction(self, conn: Connection, isolation: Optional[str],
+                          read_only: bool) -> None:
+        """Start an explicit transaction at ``isolation`` (one of ``isolation_levels``,
+        checked by the caller; None: the server's default), only reading if
+        ``read_only``. A driver that knows no levels begins a plain transaction."""
+        (self.begin_read_only if read_only else self.begin)(conn)
 
     def stream_cursor(self, conn: Connection) -> Cursor:
         """A cursor that fetches its rows batch by batch, from the server where the
@@ -408,6 +472,58 @@ class Driver:
         return Path.MESSAGE if self_contained(sql, line_comment) else Path.TRANSACTION
 
 
+    # -- pipelines (adb.pipeline): standalone statements sent before any result is read --
+
+    #: True when the driver can send several standalone statements before reading
+    #: any result, each keeping its own implicit transaction, result and error
+    pipelines = False
+    #: whether it does when neither ``Database(pipeline=)`` nor ``?pipeline=`` says
+    pipeline_default = False
+    #: the most calls one worker sends as one pipeline; 0: none (set by the engine)
+    pipeline_depth = 0
+    #: what starts a comment to the end of the line in this dialect
+    line_comment: tuple[str, ...] = ("--",)
+
+    def pipeline_safe(self, sql: object) -> bool:
+        """True when ``sql`` may share a pipeline: certainly one statement (a read or
+        DML, every quote closed, no ``;`` inside, no comment, no escape), so that
+        sending it with others can never make it run as more statements than it
+        would alone, nor change how it runs. Anything else runs on its own."""
+        return isinstance(sql, str) and _PIPELINED.match(sql) is not None \
+            and self_contained(sql, self.line_comment)
+
+    def run_pipeline(self, conn: Connection,
+                     statements: list[tuple[str, Any]]) -> list[Answered]:
+        """Send ``statements`` (``(sql, params)`` pairs, each ``pipeline_safe``)
+        before reading any result, each in its own implicit transaction as it would
+        run alone, and return each one's outcome in order. Raises only when the
+        connection fails (then any of them may have run)."""
+        raise NotImplementedError(f"{self.name} cannot pipeline")
+
+
+#: the statements a pipeline may carry: reads and DML
+_PIPELINED = re.compile(r"\s*(select|insert|update|delete|replace|with|values)\s", re.IGNORECASE)
+
+
+class Answered:
+    """One statement's outcome from a pipeline, as the cursor an op (``adb.ops``)
+    reads: ``execute`` raises the statement's own error, or does nothing (it has
+    run); everything else is its result's (``description``, ``rowcount``, rows)."""
+
+    __slots__ = ("result", "error")
+
+    def __init__(self, result: Any, error: Optional[BaseException]) -> None:
+        self.result = result
+        self.error = error
+
+    def execute(self, sql: Any, params: Any = None) -> None:
+        if self.error is not None:
+            raise self.error
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.result, name)
+
+
 class TextRows:
     """A stream's cursor whose rows come out as text-format lines."""
 
@@ -442,20 +558,48 @@ def chunked(rows: Iterable[Sequence[Any]], size: int) -> Iterable[list[Sequence[
         yield chunk
 
 
-def _check_signature(connect: Callable[..., Any], kwargs: dict[str, Any], name: str) -> None:
-    """Reject keywords that ``connect`` cannot take, naming them."""
+def unknown_keywords(given: Iterable[str], known: frozenset[str], others: Iterable[str],
+                     driver: str) -> Optional[str]:
+    """Why keywords ``given`` are refused: those neither ``known`` to the driver's
+    ``connect()`` nor among ``others`` (adb's own options), each with the nearest
+    valid name; None when every one is known."""
+    unknown = sorted(set(given) - known - set(others))
+    if not unknown:
+        return None
+    candidates = sorted(known | set(others))
+    named = []
+    for name in unknown:
+        near = difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
+        named.append(f"{name!r}" + (f" (did you mean {near[0]!r}?)" if near else ""))
+    return (f"{', '.join(named)}: neither an option of adb nor a keyword {driver}.connect() "
+            "takes")
+
+
+def answers(host: Optional[str], port: int, hello: bytes, timeout: float) -> bool:
+    """True when the server at ``host`` (a name or address, or the folder of a Unix
+    socket, PostgreSQL's way) and ``port`` accepts a connection and says something,
+    after ``hello`` if given, within ``timeout`` seconds; False when it refuses, is
+    gone or stays silent. Nothing else is sent: no login, no statement."""
     try:
-        params = inspect.signature(connect).parameters.values()
-    except (TypeError, ValueError):
-        return
-    if any(p.kind is p.VAR_KEYWORD for p in params):
-        return
-    accepted = {p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
-    unknown = sorted(set(kwargs) - accepted)
-    if unknown:
-        raise InterfaceError(
-            f"{name}.connect() does not accept {', '.join(map(repr, unknown))}; "
-            f"it takes {', '.join(sorted(accepted))}")
+        if host and host.startswith("/"):
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            address: Any = f"{host}/.s.PGSQL.{port}"
+        else:
+            sock = socket.socket(socket.AF_INET6 if host and ":" in host else socket.AF_INET,
+                                 socket.SOCK_STREAM)
+            address = (host or "localhost", port)
+    except OSError:
+        return False
+    try:
+        sock.settimeout(timeout)
+        sock.connect(address)
+        if hello:
+            sock.sendall(hello)
+        return bool(sock.recv(1))
+    except OSError:  # refused, unreachable, silent (timeout), reset
+        return False
+    finally:
+        sock.close()
 
 
 def readable(fd: int) -> bool:

@@ -21,15 +21,26 @@ already names another client's statement.
 
 from __future__ import annotations
 
+import datetime
+import decimal
+import functools
+import itertools
+import logging
+import operator
+import threading
+import uuid
 import weakref
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Iterable, Iterator, Optional, Sequence
 
 from ..copytext import text_chunks
-from ..errors import InterfaceError
+from ..errors import InterfaceError, add_note
 from ..sqltext import Path, without_terminator
 from ..target import Family
 from . import _libpq
-from .base import Connection, Cursor, Driver, DriverInfo, Pooler, ReplicaPosition
+from .base import (ISOLATION_LEVELS, Answered, Connection, Cursor, Driver, DriverInfo, Pooler,
+                   ReplicaPosition)
+
+log = logging.getLogger("adb")
 
 #: connect() keywords that are psycopg's own, not libpq connection options
 _PSYCOPG_KEYS = frozenset({"prepare_threshold", "cursor_factory", "context"})
@@ -48,6 +59,14 @@ class PsycopgDriver(Driver):
         #: the listening connection -> the notifications its handler received
         self._received: weakref.WeakKeyDictionary[Connection, list[Any]] = \
             weakref.WeakKeyDictionary()
+        #: every open connection, so that preparing can be stopped on each (pooler_symptom)
+        self._open: weakref.WeakSet[Connection] = weakref.WeakSet()
+        self._open_lock = threading.Lock()  # workers add to _open while one stops preparing
+        self._unprepared = threading.Lock()  # taken once: preparing is off from then on
+
+    @classmethod
+    def keywords(cls, dbapi: Any) -> frozenset[str]:
+        return _libpq.keywords(_PSYCOPG_KEYS | {"autocommit", "row_factory", "database"})
 
     def check(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         from psycopg.conninfo import make_conninfo
@@ -66,7 +85,10 @@ class PsycopgDriver(Driver):
             kwargs["prepare_threshold"] = _threshold(kwargs["prepare_threshold"])
         elif self.pooler is Pooler.TRANSACTION:
             kwargs["prepare_threshold"] = None  # a prepared statement lives in one server session
+        if kwargs.get("cursor_factory", self.dbapi.Cursor) is not self.dbapi.Cursor:
+            self.pipelines = False  # a pipeline binds server-side, psycopg's plain Cursor
         dsn = str(self.connect_args[0]) if self.connect_args else ""
+        _libpq.check_values(kwargs)
         _libpq.with_defaults(kwargs, dsn)
         options = {k: v for k, v in kwargs.items() if k not in _PSYCOPG_KEYS}
         try:
@@ -75,11 +97,46 @@ class PsycopgDriver(Driver):
             raise InterfaceError(f"bad PostgreSQL connection option: {exc}") from None
         return kwargs
 
+    rejection = staticmethod(_libpq.rejection)
+
+    def probe(self, timeout: float) -> bool:
+        return _libpq.probe(self.connect_kwargs, timeout)
+
     def replica_position(self, conn: Connection) -> ReplicaPosition:
         return _libpq.replica_position(conn)
 
     def open(self) -> Connection:
-        return self.dbapi.connect(*self.connect_args, autocommit=True, **self.connect_kwargs)
+        conn = self.dbapi.connect(*self.connect_args, autocommit=True, **self.connect_kwargs)
+        with self._open_lock:
+            self._open.add(conn)
+        return conn
+
+    def pooler_symptom(self, error: BaseException) -> bool:
+        """psycopg's own prepared statement (``_pg3_...``) missing on the server
+        session, or already there: the connection runs through a transaction pooler
+        (pgbouncer) that hands its statements to sessions that never prepared them,
+        or that prepared another client's. On a Database not told so (``pooler=``),
+        preparing stops on every connection, now and later (said once, in the log);
+        the statement that met it did not run. The error gets a note naming
+        ``pooler="transaction"`` (a transaction it ended is rolled back)."""
+        errors = self.dbapi.errors
+        if self.pooler is not None or "_pg3_" not in str(error) or not isinstance(
+                error, (errors.DuplicatePreparedStatement, errors.InvalidSqlStatementName)):
+            return False
+        if self._unprepared.acquire(blocking=False):
+            self.connect_kwargs["prepare_threshold"] = None
+            log.warning("%s: psycopg's prepared statements are missing or doubled on the "
+                        "server (%s): a transaction pooler stands in front of it; statements "
+                        "are no longer prepared. Say pooler='transaction' to the Database",
+                        self.target, str(error).strip()[:200])
+        with self._open_lock:
+            for conn in self._open:
+                conn.prepare_threshold = None
+        add_note(error, "adb: psycopg's prepared statement is missing or already there on the "
+                        "server session: a transaction pooler (pgbouncer) is in front of this "
+                        "Database; open it with pooler=\"transaction\" (adb has stopped "
+                        "preparing statements meanwhile)")
+        return True
 
     def begin(self, conn: Connection) -> None:
         conn.autocommit = False
@@ -93,6 +150,8 @@ class PsycopgDriver(Driver):
         conn.autocommit = True
 
     begin_read_only = _libpq.begin_read_only
+    begin_transaction = _libpq.begin_transaction
+    isolation_levels = frozenset(ISOLATION_LEVELS)
     stream_cursor = _libpq.stream_cursor
 
     def close_stream(self, cursor: Cursor, exhausted: bool, keep_transaction: bool) -> bool:
@@ -107,14 +166,25 @@ class PsycopgDriver(Driver):
 
     def copy_rows(self, cursor: Cursor, table: str, columns: Optional[Sequence[str]],
                   rows: Iterable[Sequence[Any]]) -> int:
-        """One ``COPY ... FROM STDIN``: psycopg writes each row as it comes and
-        sends the data in pieces, so memory stays bounded however many rows."""
+        """A binary ``COPY ... FROM STDIN`` while the rows fit the columns' types
+        (``BinaryPlan``), then a text one for the rest: psycopg writes each row as
+        it comes and sends the data in pieces, so memory stays bounded however
+        many rows. Binary spares the server parsing every value's text; where a
+        column's type is not one binary is known to load alike, or a batch holds
+        a value that does not fit it, the text format loads what is left."""
+        rest: Optional[Iterator[Sequence[Any]]] = iter(rows)
+        plan = BinaryPlan.of(cursor, table, columns)
+        total = 0
+        if plan is not None and rest is not None:
+            total, rest = plan.load(cursor, table, columns, rest)
+        if rest is None:
+            return total
         with cursor.copy(_libpq.copy_from_sql(table, columns)) as copy:
             write_row = copy.write_row
-            for row in rows:
+            for row in rest:
                 write_row(row)
         count: int = cursor.rowcount
-        return count
+        return total + count
 
     def copy_text(self, cursor: Cursor, table: str, columns: Optional[Sequence[str]],
                   source: Any) -> int:
@@ -183,7 +253,10 @@ class PsycopgDriver(Driver):
         return getattr(exc, "sqlstate", None) in _libpq.TRANSIENT_SQLSTATES
 
     def is_disconnect(self, exc: BaseException, conn: Connection) -> bool:
-        return bool(conn.closed or conn.broken)
+        """The connection is closed or broken, or the server said it is ending the
+        session (a ``57P0x`` shutdown, read before libpq has seen the socket close)."""
+        return bool(conn.closed or conn.broken) \
+            or str(getattr(exc, "sqlstate", "") or "").startswith(_SESSION_ENDING)
 
     def path_of(self, sql: str) -> Path:
         """Any self-contained DML goes in a message: each statement's own command
@@ -191,6 +264,47 @@ class PsycopgDriver(Driver):
         return self.message_safe(sql)
 
     def run_message(self, conn: Connection, statements: list[tuple[str, Any]]) -> Any:
+        """A unit in one round trip: in libpq's pipeline mode (``pipeline`` on) or
+        as one simple-protocol message (``client_message``)."""
+        if self.pipeline_depth and self.pipelines:
+            return self.pipeline_unit(conn, statements)
+        return self.client_message(conn, statements)
+
+    def pipeline_unit(self, conn: Connection, statements: list[tuple[str, Any]]) -> list[int]:
+        """``BEGIN``, the statements bound server-side and prepared (each template
+        once per connection), ``COMMIT``, all in libpq's pipeline mode with one Sync
+        at the end: one round trip. A failing statement makes the server skip the
+        rest and the COMMIT; the unit is then rolled back and its error raised."""
+        cursor_class = _answering_cursor(self.dbapi)
+        prepare = None if self.pooler is Pooler.TRANSACTION else True
+        cursors = []
+        try:
+            with conn.pipeline():
+                cursor_class(conn).execute("BEGIN")
+                for sql, params in statements:
+                    cursors.append(cursor_class(conn))
+                    cursors[-1].execute(sql, params, prepare=prepare)
+                cursors.append(cursor_class(conn))
+                cursors[-1].execute("COMMIT")
+        except BaseException:  # refused before it was sent (its parameters), or cut off
+            if len(cursors) > len(statements) and _answered(cursors):
+                return [cursor.rowcount for cursor in cursors[:-1]]  # the COMMIT came back
+            self.end_unit(conn)
+            raise
+        failed = next((cursor.error for cursor in cursors if cursor.error is not None), None)
+        if failed is not None:
+            self.end_unit(conn)
+            raise failed
+        return [cursor.rowcount for cursor in cursors[:-1]]
+
+    def end_unit(self, conn: Connection) -> None:
+        """Roll back what a failed unit left open: a Sync ends only an implicit
+        transaction, and the unit's is explicit."""
+        if not conn.broken and not conn.closed \
+                and conn.info.transaction_status != self.dbapi.pq.TransactionStatus.IDLE:
+            conn.execute("ROLLBACK")
+
+    def client_message(self, conn: Connection, statements: list[tuple[str, Any]]) -> Any:
         """The statements rendered by psycopg's client-side binding (``ClientCursor``,
         psycopg2's way), joined with ``;`` into one simple-protocol query, which
         PostgreSQL runs as one implicit transaction: all commit or none."""
@@ -207,6 +321,75 @@ class PsycopgDriver(Driver):
         finally:
             cursor.close()
         return counts
+
+
+    # -- pipelines (adb.pipeline) ------------------------------------------------------
+
+    pipelines = True
+    #: off unless asked for: measured slower here than one statement at a time (each
+    #: statement's own commit dominates, and a pipelined statement costs psycopg more
+    #: client CPU), see docs/usage.md ("Pipelines")
+    pipeline_default = False
+
+    def run_pipeline(self, conn: Connection,
+                     statements: list[tuple[str, Any]]) -> list[Answered]:
+        """libpq's pipeline mode with a Sync after every statement: each is its own
+        implicit transaction (autocommit, as alone), an error aborts nothing but
+        its own statement, and every result comes back in one round trip. Each
+        statement gets a cursor that keeps its own error (``_answering_cursor``)."""
+        cursor_class = _answering_cursor(self.dbapi)
+        cursors = []
+        with conn.pipeline() as pipeline:
+            for sql, params in statements:
+                cursor = cursor_class(conn)
+                cursors.append(cursor)
+                try:
+                    cursor.execute(sql, params)
+                except Exception as exc:  # refused before it was sent (its parameters)
+                    if self.is_disconnect(exc, conn):
+                        raise
+                    cursor.error = exc
+                    continue
+                pipeline._enqueue_sync()  # psycopg's own Sync, queued with its result slot
+        return [Answered(cursor, cursor.error) for cursor in cursors]
+
+
+#: SQLSTATEs of a server ending the session: admin shutdown, crash shutdown, cannot connect now
+_SESSION_ENDING = ("57P01", "57P02", "57P03")
+
+
+def _answered(cursors: list[Any]) -> bool:
+    """True when every statement of a unit, and its COMMIT, came back without error."""
+    return all(cursor.error is None and cursor.pgresult is not None for cursor in cursors)
+
+
+_ANSWERING: dict[Any, Any] = {}
+
+
+def _answering_cursor(dbapi: Any) -> Any:
+    """psycopg's ``Cursor`` keeping the error of its own statement (``error``)
+    instead of raising it wherever the pipeline's results happen to be read: in
+    pipeline mode psycopg raises the first error it meets, from whichever call
+    read it, and drops the others."""
+    found = _ANSWERING.get(dbapi)
+    if found is not None:
+        return found
+
+    class AnsweringCursor(dbapi.Cursor):  # type: ignore[misc,unused-ignore]
+        error: Optional[BaseException] = None
+
+        def _check_results(self, results: Any) -> None:
+            try:
+                super()._check_results(results)
+            except dbapi.Error as exc:
+                self.error = exc
+
+        def _set_results(self, results: Any) -> None:
+            if self.error is None:
+                super()._set_results(results)
+
+    _ANSWERING[dbapi] = AnsweringCursor
+    return AnsweringCursor
 
 
 class CopyOut:
@@ -248,6 +431,125 @@ class CopyOut:
             pass
         finally:
             self.cursor.close()
+
+
+#: what a binary COPY loads alike, by column type oid: the Python types of its values
+#: (None is NULL everywhere) and, for integers, the range the column holds (binary
+#: integers would wrap where the text would be refused)
+_BINARY_TYPES: dict[int, tuple[frozenset[type], Optional[tuple[int, int]]]] = {
+    21: (frozenset({int}), (-(1 << 15), (1 << 15) - 1)),  # int2
+    23: (frozenset({int}), (-(1 << 31), (1 << 31) - 1)),  # int4
+    20: (frozenset({int}), (-(1 << 63), (1 << 63) - 1)),  # int8
+    25: (frozenset({str}), None), 1043: (frozenset({str}), None),  # text, varchar
+    17: (frozenset({bytes, bytearray, memoryview}), None),  # bytea
+    16: (frozenset({bool}), None), 701: (frozenset({float}), None),  # bool, float8
+    1700: (frozenset({decimal.Decimal}), None), 1082: (frozenset({datetime.date}), None),
+    2950: (frozenset({uuid.UUID}), None),  # numeric, date, uuid
+}
+#: the columns a COPY without a column list loads, with their types
+_COLUMN_TYPES = ("select attname, atttypid from pg_attribute where attrelid = to_regclass(%s) "
+                 "and attnum > 0 and not attisdropped and attgenerated = '' order by attnum")
+#: rows per batch of a binary COPY: checked against the plan together
+BINARY_BATCH = 1000
+_NOT_NULL = functools.partial(operator.is_not, None)
+
+
+class BinaryPlan:
+    """How a load's rows go into a binary COPY: the columns' type oids, and what
+    each column takes (``_BINARY_TYPES``). A batch of rows is checked at once, by
+    builtins over its columns, before it is written."""
+
+    def __init__(self, oids: list[int]) -> None:
+        self.oids = oids
+        self.width = {len(oids)}
+        self.columns = [(_BINARY_TYPES[oid][0] | {type(None)}, _BINARY_TYPES[oid][1])
+                        for oid in oids]
+
+    @classmethod
+    def of(cls, cursor: Cursor, table: str,
+           columns: Optional[Sequence[str]]) -> Optional[BinaryPlan]:
+        """The plan for ``table`` (its ``columns``), or None where a column's type
+        is not in ``_BINARY_TYPES`` or a name is not found (the text COPY then
+        loads, or fails, as it would have)."""
+        types = dict(cursor.execute(_COLUMN_TYPES, (table,)).fetchall())
+        names = list(types) if columns is None else [_attname(name) for name in columns]
+        oids = [types.get(name) for name in names]
+        if not oids or not all(oid in _BINARY_TYPES and _dumps_binary(cursor, oid)
+                               for oid in oids):
+            return None
+        return cls([int(oid) for oid in oids if oid is not None])
+
+    def fits(self, batch: list[Any]) -> bool:
+        """Every row of ``batch`` has one value per column, of a type the column takes
+        and, for an integer, in its range. Each column is read by builtins (a
+        pass for the types, one for an integer's bit length; the exact range
+        only when that says it may be out), with no per-row Python step."""
+        if not batch:
+            return True
+        try:
+            if set(map(len, batch)) != self.width:
+                return False
+            for index, (kinds, bounds) in enumerate(self.columns):
+                seen = set(map(type, map(operator.itemgetter(index), batch)))
+                if not seen <= kinds:
+                    return False
+                if bounds is not None and not _in_range(batch, index, bounds, type(None) in seen):
+                    return False
+        except TypeError:  # a row that is not a sequence: the text COPY says what is wrong
+            return False
+        return True
+
+    def load(self, cursor: Cursor, table: str, columns: Optional[Sequence[str]],
+             rows: Iterator[Sequence[Any]]) -> tuple[int, Optional[Iterator[Sequence[Any]]]]:
+        """Load batches of ``rows`` by binary COPY while they fit; the count, and the
+        rows left for a text COPY (None when every row is loaded)."""
+        rest: Optional[Iterator[Sequence[Any]]] = None
+        sql = _libpq.copy_from_sql(table, columns) + " (FORMAT BINARY)"
+        with cursor.copy(sql) as copy:
+            copy.set_types(self.oids)
+            write_row = copy.write_row
+            while True:
+                batch = list(itertools.islice(rows, BINARY_BATCH))
+                if not batch:
+                    break
+                if not self.fits(batch):
+                    rest = itertools.chain(batch, rows)
+                    break
+                for row in batch:
+                    write_row(row)
+        count: int = cursor.rowcount
+        return count, rest
+
+
+def _in_range(batch: list[Any], index: int, bounds: tuple[int, int], nulls: bool) -> bool:
+    """The integers of column ``index`` (ints all, None where ``nulls``) are within
+    ``bounds``: their largest bit length first, in one pass; then, only if some
+    value reaches the top bit, their exact minimum and maximum."""
+    def values() -> Iterator[int]:
+        column = map(operator.itemgetter(index), batch)
+        return filter(_NOT_NULL, column) if nulls else column
+    low, high = bounds
+    if max(map(int.bit_length, values()), default=0) < high.bit_length() + 1:
+        return True
+    present = list(values())
+    return low <= min(present) and max(present) <= high
+
+
+def _dumps_binary(cursor: Cursor, oid: int) -> bool:
+    """psycopg has a binary dumper for ``oid`` on this cursor's adapters."""
+    from psycopg import pq  # here: this module is imported where psycopg may not be
+    try:
+        cursor.adapters.get_dumper_by_oid(oid, pq.Format.BINARY)
+    except Exception:  # psycopg.ProgrammingError: no dumper, the text format then
+        return False
+    return True
+
+
+def _attname(name: str) -> str:
+    """A column's name as the catalog spells it: a quoted name unquoted, any other folded."""
+    if name.startswith('"'):
+        return name[1:-1].replace('""', '"')
+    return name.lower()
 
 
 def _threshold(value: Any) -> Any:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import ctypes
 import functools
 import importlib
-import io
 import logging
 import re
 import weakref
@@ -28,8 +27,9 @@ from ..errors import InterfaceError
 from ..sqltext import Path, without_terminator
 from ..target import Family
 from . import _libpq
-from ..copytext import lines
-from .base import Connection, Cursor, Driver, DriverInfo, Pooler, ReplicaPosition, chunked
+from ..copytext import RowReader
+from .base import (ISOLATION_LEVELS, Connection, Cursor, Driver, DriverInfo, Pooler,
+                   ReplicaPosition)
 
 log = logging.getLogger("adb")
 
@@ -41,6 +41,10 @@ _DO_UPDATE = re.compile(r"\bdo\s+update\b", re.IGNORECASE)
 _PLACEHOLDER = re.compile(r"%[^%]")
 _PERCENT = re.compile(r"%.?", re.DOTALL)
 PAGE_SIZE = 1000
+#: rows rendered per read of a bulk load's file: one piece of its COPY
+COPY_ROWS_PER_READ = 1000
+#: the size copy_expert asks each read for (its buffer; a piece may be longer)
+COPY_READ_SIZE = 1 << 16
 #: the table of ``INSERT INTO name``: plain or quoted identifiers, schema-qualified or not
 _IDENT = r'(?:"(?:[^"]|"")+"|[A-Za-z_][\w$]*)'
 _TARGET = re.compile(rf"\s*insert\s+into\s+({_IDENT}(?:\s*\.\s*{_IDENT})*)", re.IGNORECASE)
@@ -85,10 +89,16 @@ class Psycopg2Driver(Driver):
         self.guarded: weakref.WeakSet[Connection] = weakref.WeakSet()  # guard prepared on these
         self.slots: dict[str, int] = {}  # template -> its number of %s (-1: other % forms too)
 
+    @classmethod
+    def keywords(cls, dbapi: Any) -> frozenset[str]:
+        return _libpq.keywords(frozenset({"dsn", "connection_factory", "cursor_factory",
+                                          "async", "async_", "database"}))
+
     def check(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         from psycopg2.extensions import make_dsn
         if self.pooler is not None:
             _cancel_functions()  # InterfaceError now, not a cancel that cannot be sent later
+        _libpq.check_values(kwargs)
         _libpq.with_defaults(kwargs, str(self.connect_args[0]) if self.connect_args else "")
         try:
             make_dsn(*self.connect_args[:1], **kwargs)
@@ -96,6 +106,11 @@ class Psycopg2Driver(Driver):
             message = str(exc).strip()
             raise InterfaceError(f"bad PostgreSQL connection option: {message}") from None
         return kwargs
+
+    rejection = staticmethod(_libpq.rejection)
+
+    def probe(self, timeout: float) -> bool:
+        return _libpq.probe(self.connect_kwargs, timeout)
 
     def replica_position(self, conn: Connection) -> ReplicaPosition:
         return _libpq.replica_position(conn)
@@ -123,18 +138,26 @@ class Psycopg2Driver(Driver):
         conn.autocommit = True
 
     begin_read_only = _libpq.begin_read_only
+    begin_transaction = _libpq.begin_transaction
+    isolation_levels = frozenset(ISOLATION_LEVELS)
     stream_cursor = _libpq.stream_cursor
 
     def copy_rows(self, cursor: Cursor, table: str, columns: Optional[Sequence[str]],
                   rows: Iterable[Sequence[Any]]) -> int:
-        """``COPY ... FROM STDIN`` per chunk of rows, written in the text format
-        (``copy_expert`` reads a whole file in one call: a chunk is that file)."""
-        sql = _libpq.copy_from_sql(table, columns)
-        total = 0
-        for chunk in chunked(rows, self.copy_chunk):
-            cursor.copy_expert(sql, io.StringIO("".join(lines(chunk))))
-            total += cursor.rowcount
-        return total
+        """One ``COPY ... FROM STDIN`` in the text format, reading a file that renders
+        the rows as ``copy_expert`` asks for them (``RowReader``): each piece is
+        sent as soon as it is rendered, so the server ingests one while the next
+        is rendered, and no more than one piece is held. What the source raises
+        fails the COPY and is raised as it was."""
+        reader = RowReader(rows, rows_per_read=COPY_ROWS_PER_READ)
+        try:
+            cursor.copy_expert(_libpq.copy_from_sql(table, columns), reader, COPY_READ_SIZE)
+        except self.dbapi.Error:
+            if reader.error is not None:  # psycopg2 ended the COPY with it: raise it as is
+                raise reader.error from None
+            raise
+        count: int = cursor.rowcount
+        return count
 
     def copy_text(self, cursor: Cursor, table: str, columns: Optional[Sequence[str]],
                   source: Any) -> int:

@@ -7,22 +7,29 @@ inserts, its bulk fast path.
 
 from __future__ import annotations
 
+import os
 import socket
-import tempfile
+import struct
+import threading
 from typing import Any, Iterable, NamedTuple, Optional, Sequence
 
-from ..copytext import lines, mysql_value_text
+from ..copytext import RowReader, mysql_value_text
 from ..errors import InterfaceError
 from ..sqltext import Path, without_terminator
 from ..target import Family
-from .base import (Connection, Cursor, Driver, DriverInfo, ReplicaPosition, TextRows, chunked,
-                   column_list, readable)
-
-#: rows per ``LOAD DATA`` of a bulk load (one temporary file each)
-LOAD_CHUNK = 20000
+from .base import (ISOLATION_LEVELS, Answered, Connection, Cursor, Driver, DriverInfo,
+                   ReplicaPosition, TextRows, answers, column_list, readable)
 
 #: ``target_session_attrs`` (libpq's name) for a host list: what a host must be to be used
 SESSION_ATTRS = ("any", "read-write", "read-only")
+
+#: MySQL errors after which a connect can only fail again, and what adb calls them
+_REJECTIONS = {1044: "the server refused access to the database",
+               1045: "the server refused the credentials",
+               1698: "the server refused the credentials",
+               1049: "the server has no such database",
+               1251: "the server refuses the client's authentication method",
+               2059: "the authentication plugin cannot be loaded"}
 
 _INT_KEYS = {"connect_timeout", "read_timeout", "write_timeout", "local_infile",
              "max_allowed_packet", "client_flag"}
@@ -36,6 +43,13 @@ class PyMySQLDriver(Driver):
     #: the hosts to try in order (several from a multi-host URL), and what one must be
     hosts: list[tuple[Optional[str], Optional[int]]] = [(None, None)]
     session_attrs = "any"
+
+    @classmethod
+    def keywords(cls, dbapi: Any) -> Optional[frozenset[str]]:
+        """``connect()``'s own, the MySQLdb-era spellings, and libpq's
+        ``target_session_attrs`` for a host list."""
+        own = super().keywords(dbapi)
+        return None if own is None else own | {"dbname", "db", "passwd", "target_session_attrs"}
 
     def check(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         if self.connect_args:
@@ -52,6 +66,7 @@ class PyMySQLDriver(Driver):
                 kwargs[key] = kwargs.pop(alias)
         kwargs.setdefault("charset", "utf8mb4")
         kwargs["autocommit"] = True
+        self.pipelines = _speaks_messages(self.dbapi)
         return super().check(kwargs)
 
     def open(self) -> Connection:
@@ -77,6 +92,22 @@ class PyMySQLDriver(Driver):
             raise failures[0][2]
         raise self.dbapi.OperationalError(2003, "no host of the list accepted a connection: "
                                           + "; ".join(f"{h}:{p}: {e}" for h, p, e in failures))
+
+    def probe(self, timeout: float) -> bool:
+        """Does any host of the list send its handshake (MySQL's server speaks first)?
+        A socket path (``unix_socket``) cannot be probed here: it says no."""
+        return any(answers(host, port or 3306, b"", timeout) for host, port in self.hosts
+                   if "unix_socket" not in self.connect_kwargs)
+
+    def rejection(self, exc: BaseException) -> Optional[str]:
+        """Access denied (1044, 1045, 1698), an unknown database (1049), an
+        authentication plugin the server refuses (1251, 2059); a value PyMySQL itself
+        refuses (a TypeError or ValueError from ``connect``)."""
+        if isinstance(exc, (TypeError, ValueError)):
+            return f"an option value is refused ({exc})"
+        code = exc.args[0] if isinstance(exc, self.dbapi.OperationalError) and exc.args else None
+        cause = _REJECTIONS.get(code) if isinstance(code, int) else None
+        return None if cause is None else f"{cause} ({exc.args[1] if len(exc.args) > 1 else exc})"
 
     def _open_one(self, host: Optional[str], port: Optional[int]) -> Connection:
         # PyMySQL's connect_timeout covers the TCP connect, not the handshake: bound
@@ -207,6 +238,19 @@ class PyMySQLDriver(Driver):
         with conn.cursor() as cursor:
             cursor.execute("START TRANSACTION READ ONLY")
 
+    isolation_levels = frozenset(ISOLATION_LEVELS)
+
+    def begin_transaction(self, conn: Connection, isolation: Optional[str],
+                          read_only: bool) -> None:
+        """``SET TRANSACTION ISOLATION LEVEL`` (it applies to the next transaction
+        only), then ``START TRANSACTION`` (``READ ONLY`` if asked)."""
+        if isolation is None:
+            return (self.begin_read_only if read_only else self.begin)(conn)
+        with conn.cursor() as cursor:
+            cursor.execute(f"SET TRANSACTION ISOLATION LEVEL {isolation.upper()}")
+            cursor.execute("START TRANSACTION READ ONLY" if read_only else "START TRANSACTION")
+        return None
+
     def stream_cursor(self, conn: Connection) -> Cursor:
         """An unbuffered ``SSCursor``: rows are read off the socket as they are fetched."""
         from pymysql.cursors import SSCursor
@@ -237,29 +281,34 @@ class PyMySQLDriver(Driver):
 
     def copy_rows(self, cursor: Cursor, table: str, columns: Optional[Sequence[str]],
                   rows: Iterable[Sequence[Any]]) -> int:
-        """``LOAD DATA LOCAL INFILE`` per chunk (about twice the rate of multi-row
-        INSERTs here) when the Database was opened with ``local_infile=1``;
-        otherwise PyMySQL's multi-row INSERTs. (A file to load is parsed into rows
+        """One ``LOAD DATA LOCAL INFILE`` reading a pipe that a thread fills with the
+        rows' text as it renders them (``PipeFeed``), when the Database was opened
+        with ``local_infile=1`` (about twice the rate of multi-row INSERTs here):
+        rendering overlaps the server's work and nothing is written to disk.
+        Otherwise PyMySQL's multi-row INSERTs. (A file to load is parsed into rows
         first, by ``copy_text``: MariaDB reads some escapes of the text format,
         ``\\f \\v`` and octal, differently from PostgreSQL.)"""
         if not self.local_infile:
             return super().copy_rows(cursor, table, columns, rows)
-        total = 0
-        for chunk in chunked(rows, LOAD_CHUNK):
-            text = "".join(lines(chunk, self.render_value))
-            total += self.load_data(cursor, table, columns, text, len(chunk))
-        return total
+        conn = cursor.connection
+        with PipeFeed(RowReader(rows, self.render_value, encoding="utf-8")) as feed:
+            try:
+                cursor.execute(f"LOAD DATA LOCAL INFILE %s INTO TABLE {table} "
+                               f"CHARACTER SET utf8mb4{column_list(columns)}", (feed.path,))
+            except BaseException as exc:
+                feed.stop()
+                if not isinstance(exc, self.dbapi.Error) and self.is_closed(conn):
+                    # PyMySQL's end of a file it failed to send can trip on its closed socket
+                    raise self.dbapi.err.OperationalError(
+                        2013, f"Lost connection to server during LOAD DATA ({exc!r})") from exc
+                raise
+            feed.finish()
+        return self.check_loaded(cursor, table, feed.reader.count)
 
-    def load_data(self, cursor: Cursor, table: str, columns: Optional[Sequence[str]],
-                  text: str, expected: int) -> int:
-        """Load one piece of text through a temporary file. With LOCAL the server
-        turns a bad row into a warning and goes on, so any warning, or a count
-        short of ``expected``, fails the load (the transaction then rolls back)."""
-        with tempfile.NamedTemporaryFile("w", encoding="utf-8", suffix=".tsv") as piece:
-            piece.write(text)
-            piece.flush()
-            cursor.execute(f"LOAD DATA LOCAL INFILE %s INTO TABLE {table} "
-                           f"CHARACTER SET utf8mb4{column_list(columns)}", (piece.name,))
+    def check_loaded(self, cursor: Cursor, table: str, expected: int) -> int:
+        """The count of a LOAD DATA just run. With LOCAL the server turns a bad row
+        into a warning and goes on, so any warning, or a count short of
+        ``expected``, fails the load (the transaction then rolls back)."""
         count: int = cursor.rowcount
         if cursor.warning_count or count != expected:
             cursor.execute("SHOW WARNINGS LIMIT 5")
@@ -303,6 +352,136 @@ class PyMySQLDriver(Driver):
         return counts
 
 
+    # -- pipelines (adb.pipeline) ------------------------------------------------------
+
+    pipelines = True
+    pipeline_default = True
+    line_comment = ("--", "#")
+
+    def run_pipeline(self, conn: Connection,
+                     statements: list[tuple[str, Any]]) -> list[Answered]:
+        """Multi-statement messages, each statement rendered by PyMySQL's own
+        escaping (``mogrify``, what ``execute`` does) and run by the server in its
+        own implicit transaction (autocommit), as alone. The server stops a message
+        at its first failing statement, so the ones after it have not run: they go
+        again in the next message, and each statement runs exactly once."""
+        answered: list[Answered] = []
+        while len(answered) < len(statements):
+            answered += self._message(conn, statements[len(answered):])
+        return answered
+
+    def _message(self, conn: Connection, statements: list[tuple[str, Any]]) -> list[Answered]:
+        """Send as many of ``statements`` as fit in one message; the answers read,
+        up to and including a failing statement's. A connection opened without
+        multi-statements (all but ``autobatch``'s) has them switched on for this
+        message only (``COM_SET_OPTION`` before and after it, in the same write),
+        so a caller's own text never runs as several statements anywhere else."""
+        cursor = conn.cursor()
+        texts: list[str] = []
+        size = 0
+        for sql, params in statements:
+            try:
+                text = cursor.mogrify(without_terminator(sql), params)
+            except Exception as exc:  # refused before it was sent (its parameters)
+                if not texts:
+                    return [Answered(None, exc)]
+                break
+            if texts and size + len(text) >= self.max_message:
+                break
+            texts.append(text)
+            size += len(text) + 1
+        count = len(texts)
+        if count == 1:
+            return [self._alone(cursor, texts[0])]
+        toggle = not self.multi_statements
+        if toggle:
+            conn._execute_command(_COM_SET_OPTION, _MULTI_ON)
+        conn._execute_command(_COM_QUERY, ";".join(texts[:count]))
+        if toggle:
+            conn._execute_command(_COM_SET_OPTION, _MULTI_OFF)
+            conn._next_seq_id = 1
+            conn._read_packet()  # the switch's EOF; an error here raises and drops the connection
+        cursor._clear_result()
+        cursor._executed = "pipeline"
+        conn._next_seq_id = 1
+        answered = []
+        try:
+            conn._affected_rows = conn._read_query_result()
+            cursor._do_get_result()
+            answered.append(_snapshot(cursor))
+            while len(answered) < count and cursor.nextset():
+                answered.append(_snapshot(cursor))
+        except self.dbapi.err.MySQLError as exc:
+            if self.is_disconnect(exc, conn):
+                raise
+            answered.append(Answered(None, exc))  # the server stopped here
+        if toggle:
+            conn._next_seq_id = 1
+            conn._read_packet()  # the switch back's EOF
+        return answered
+
+    def _alone(self, cursor: Cursor, text: str) -> Answered:
+        try:
+            cursor.execute(text)
+        except self.dbapi.err.MySQLError as exc:
+            if self.is_disconnect(exc, cursor.connection):
+                raise
+            return Answered(None, exc)
+        return _snapshot(cursor)
+
+
+class Result:
+    """One statement's result read off a message, as a buffered cursor shows it."""
+
+    __slots__ = ("description", "rowcount", "lastrowid", "rows", "position")
+
+    def __init__(self, description: Any, rowcount: int, lastrowid: Any, rows: Any) -> None:
+        self.description = description
+        self.rowcount = rowcount
+        self.lastrowid = lastrowid
+        self.rows = list(rows) if rows else []
+        self.position = 0
+
+    def fetchone(self) -> Any:
+        if self.position >= len(self.rows):
+            return None
+        self.position += 1
+        return self.rows[self.position - 1]
+
+    def fetchmany(self, size: int = 1) -> list[Any]:
+        taken = self.rows[self.position:self.position + size]
+        self.position += len(taken)
+        return taken
+
+    def fetchall(self) -> list[Any]:
+        taken = self.rows[self.position:]
+        self.position = len(self.rows)
+        return taken
+
+
+def _snapshot(cursor: Cursor) -> Answered:
+    return Answered(Result(cursor.description, cursor.rowcount, cursor.lastrowid,
+                           cursor.fetchall()), None)
+
+
+#: the PyMySQL internals a pipeline's message is sent and read with (PyMySQL 1.1);
+#: a PyMySQL without them runs one statement at a time instead
+_MESSAGE_INTERNALS = {"Connection": ("_execute_command", "_read_packet", "_read_query_result"),
+                      "Cursor": ("_clear_result", "_do_get_result", "mogrify", "nextset")}
+
+
+def _speaks_messages(dbapi: Any) -> bool:
+    """Whether this PyMySQL has what ``_message`` uses (else no pipelines)."""
+    modules = {"Connection": getattr(dbapi, "connections", None),
+               "Cursor": getattr(dbapi, "cursors", None)}
+    return all(hasattr(getattr(module, name, None), attr)
+               for name, module in modules.items() for attr in _MESSAGE_INTERNALS[name])
+
+
+#: MySQL's commands and ``COM_SET_OPTION``'s two values (MYSQL_OPTION_MULTI_STATEMENTS_*)
+_COM_QUERY, _COM_SET_OPTION = 0x03, 0x1B
+_MULTI_ON, _MULTI_OFF = struct.pack("<H", 0), struct.pack("<H", 1)
+
 #: MySQL/MariaDB error numbers of transient failures: 1213 deadlock (also a Galera
 #: certification conflict), 1205 lock wait timeout, 1020 record changed since it
 #: was read (MariaDB's snapshot isolation), 1047 a Galera node not yet ready
@@ -327,6 +506,56 @@ class GaleraState(NamedTuple):
 
     def __str__(self) -> str:
         return f"{self.state}, wsrep_ready={self.ready}"
+
+
+class PipeFeed:
+    """A pipe that a thread fills from a ``RowReader``, for a LOAD DATA to read by
+    its path (``/dev/fd/N``, the pipe's read end): the rows are rendered while the
+    server loads what came before, at most a pipe's buffer ahead.
+
+    ``finish`` waits for the thread and raises what the source raised (the
+    statement has then loaded only the rows before it, and the transaction is
+    rolled back). ``stop`` ends the feed early: closing the read end makes the
+    thread's next write fail, so it stops whether or not the statement ever
+    opened the pipe."""
+
+    def __init__(self, reader: RowReader) -> None:
+        self.reader = reader
+        self.error: Optional[BaseException] = None
+        self.read_end, self.write_end = os.pipe()
+        self.path = f"/dev/fd/{self.read_end}"
+        self.thread = threading.Thread(target=self.feed, name="adb-load-feed", daemon=True)
+
+    def __enter__(self) -> PipeFeed:
+        self.thread.start()
+        return self
+
+    def feed(self) -> None:
+        try:
+            with os.fdopen(self.write_end, "wb") as pipe:
+                while piece := self.reader.read():
+                    pipe.write(piece)
+        except BrokenPipeError:
+            pass  # stopped: the statement is not reading
+        except BaseException as exc:  # the source's error, for finish to raise
+            self.error = exc
+
+    def stop(self) -> None:
+        self.close_read_end()
+        self.thread.join()
+
+    def finish(self) -> None:
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+
+    def close_read_end(self) -> None:
+        if self.read_end >= 0:
+            os.close(self.read_end)
+            self.read_end = -1
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
 
 def _galera_state(cursor: Cursor) -> Optional[GaleraState]:

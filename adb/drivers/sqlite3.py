@@ -14,11 +14,11 @@ a single worker.
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, Optional
 
 from ..errors import InterfaceError
 from ..target import Family
-from .base import Connection, Driver, DriverInfo
+from .base import ISOLATION_LEVELS, Connection, Driver, DriverInfo
 
 _PRAGMAS = {"journal_mode": "wal", "synchronous": "normal"}
 _PRAGMA_VALUES = {
@@ -27,9 +27,19 @@ _PRAGMA_VALUES = {
 }
 
 
+#: what ``sqlite3.connect()`` takes (its signature cannot be read), and adb's pragmas
+SQLITE_KEYWORDS = frozenset({"database", "timeout", "detect_types", "isolation_level",
+                             "check_same_thread", "factory", "cached_statements", "uri",
+                             "autocommit", *_PRAGMAS})
+
+
 class SQLiteDriver(Driver):
     info = DriverInfo("sqlite3", Family.SQLITE, ("pysqlite",), default=True)
     autocommit = True
+
+    @classmethod
+    def keywords(cls, dbapi: Any) -> frozenset[str]:
+        return SQLITE_KEYWORDS
 
     def check(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         if self.connect_args:  # sqlite3.connect("path.db") as adbapi users write it
@@ -62,6 +72,12 @@ class SQLiteDriver(Driver):
 
     _journal_lock = threading.Lock()
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: the connections (by id: they take no weak reference) in a read-only
+        #: transaction, whose ``query_only`` is on until it ends
+        self._read_only: set[int] = set()
+
     def open(self) -> Connection:
         conn = super().open()
         for key, value in self.pragmas.items():  # values checked against a fixed set
@@ -79,15 +95,37 @@ class SQLiteDriver(Driver):
 
     def begin_read_only(self, conn: Connection) -> None:
         """A deferred transaction: it takes no write lock, and in WAL mode its
-        reads see one snapshot while writers go on."""
+        reads see one snapshot while writers go on; ``query_only`` refuses a
+        write in it (until it ends)."""
+        conn.execute("pragma query_only = 1")
+        self._read_only.add(id(conn))
         conn.execute("begin")
 
+    #: every transaction of SQLite is SERIALIZABLE: a weaker level asked for gets that
+    isolation_levels = frozenset(ISOLATION_LEVELS)
+
     def commit(self, conn: Connection) -> None:
-        conn.execute("commit")
+        try:
+            conn.execute("commit")
+        finally:
+            self.ended(conn)
 
     def rollback(self, conn: Connection) -> None:
-        if conn.in_transaction:
-            conn.execute("rollback")
+        try:
+            if conn.in_transaction:
+                conn.execute("rollback")
+        finally:
+            self.ended(conn)
+
+    def ended(self, conn: Connection) -> None:
+        """A read-only transaction's ``query_only`` goes off with it."""
+        if id(conn) in self._read_only:
+            self._read_only.discard(id(conn))
+            conn.execute("pragma query_only = 0")
+
+    def close(self, conn: Connection) -> None:
+        self._read_only.discard(id(conn))
+        super().close(conn)
 
     def is_closed(self, conn: Connection) -> bool:
         try:
@@ -110,6 +148,13 @@ class SQLiteDriver(Driver):
         if code is not None:
             return code & 0xFF in (5, 6)
         return "database is locked" in str(exc) or "database table is locked" in str(exc)
+
+    def rejection(self, exc: BaseException) -> Optional[str]:
+        """A file that cannot be opened (no such folder, no permission, not a
+        database) stays so: retrying will not open it."""
+        if isinstance(exc, self.dbapi.DatabaseError):
+            return f"the database file cannot be opened ({exc})"
+        return None
 
     def is_disconnect(self, exc: BaseException, conn: Connection) -> bool:
         return isinstance(exc, self.dbapi.ProgrammingError) and "closed" in str(exc)

@@ -16,7 +16,7 @@ MongoDB clients as its roster; ``sequential`` has a MongoDB twin,
 
 from __future__ import annotations
 
-from . import (bigdata, bulk, iibench, mongo_tasks, parallel_insert, sequential, sequential_mongo,
+from . import (bigdata, bulk, faults, iibench, mongo_tasks, parallel_insert, sequential, sequential_mongo,
                web, web_hello)
 from .base import Scenario
 
@@ -30,6 +30,7 @@ SCENARIOS = {scenario.name: scenario for scenario in (
     bigdata.SCENARIO,
     bulk.SCENARIO,
     mongo_tasks.SCENARIO,
+    faults.SCENARIO,
 )}
 #: what a scenario name means on a mongodb:// URL
 ON_MONGODB = {"sequential": sequential_mongo.SCENARIO, "mongo-tasks": mongo_tasks.SCENARIO}

@@ -19,7 +19,8 @@ from ..systems.common import Calls, Figures, RunSpec
 from .base import Scenario, WrongResult
 
 TABLE = "benchmark"
-_AS_TEXT = {"psycopg2": "cast(userid as varchar(100))", "pymysql": "cast(userid as char)",
+_AS_TEXT = {"psycopg2": "cast(userid as varchar(100))", "psycopg": "cast(userid as varchar(100))",
+            "pymysql": "cast(userid as char)",
             "sqlite3": "cast(userid as text)"}
 
 

@@ -21,7 +21,7 @@ from typing import AsyncContextManager, Callable, Mapping, Optional, Protocol, U
 
 from ..worlds import World
 from . import (adb_fronts, asyncio_drivers, cclients, cclients_bulk, mongo_clients, threads,
-               twisted_pools, txmysql_role)
+               threads_pipelined, twisted_pools, txmysql_role)
 from .common import Calls, Figures, MongoCalls, MongoOpener, Opener, RunSpec
 
 ALL = ("postgresql", "mysql", "sqlite")
@@ -167,6 +167,11 @@ SYSTEMS = {s.name: s for s in [
            programs=("pgbench", "mysqlslap"),
            note="one commit per message: the shape of adb's autobatch=64 units",
            runners={"parallel-insert": cclients.run_pipelined}),
+    System("threads-pipelined", f"the Python limit, batched: {threads_pipelined.MESSAGE}-insert "
+           "messages from plain threads (psycopg 3 pipeline mode / PyMySQL multi-statement)",
+           SERVERS, requires=("psycopg", "pymysql"),
+           note="no loop, no pool, no future per call: one commit per message, as autobatch=64",
+           runners={"parallel-insert": threads_pipelined.run}),
 ]}
 
 #: MongoDB's clients, for the MongoDB scenarios (their ``ROSTER``); the figures come

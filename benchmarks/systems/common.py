@@ -139,6 +139,8 @@ def connect(spec: RunSpec, autocommit: bool = True) -> Connection:
         return conn
     if spec.driver == "pymysql":
         return module.connect(autocommit=autocommit, **kwargs)
+    if spec.driver == "psycopg" and "database" in kwargs:  # libpq's name for it
+        kwargs["dbname"] = kwargs.pop("database")
     conn = module.connect(**kwargs)
     conn.autocommit = autocommit
     return conn

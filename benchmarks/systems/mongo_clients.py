@@ -20,7 +20,6 @@ import queue
 import threading
 from typing import Any, AsyncIterator, Awaitable, Callable, Optional
 
-import adb
 from adb.handback import BatchedHandback
 
 from .. import mongo
@@ -152,8 +151,10 @@ class BatchedRunner:
         self.loop = loop
         self.jobs = queue.SimpleQueue[Optional[tuple["asyncio.Future[Any]", Callable[..., Any],
                                                      tuple[Any, ...]]]]()
-        # adb's asyncio front-end settles its futures the same way
-        self.handback = BatchedHandback(loop.call_soon_threadsafe, adb.Database._settle,
+        # adb's asyncio front-end settles its futures the same way (imported here: the
+        # A/B's older source trees have no AsyncioFrontEnd, and never run this system)
+        from adb.asyncio import AsyncioFrontEnd
+        self.handback = BatchedHandback(loop.call_soon_threadsafe, AsyncioFrontEnd.settle,
                                         later=loop.call_later, busy=self._busy)
         self.threads = [threading.Thread(target=self._work, daemon=True) for _ in range(threads)]
         for thread in self.threads:

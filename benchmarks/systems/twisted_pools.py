@@ -39,6 +39,8 @@ async def open_adb(spec: RunSpec, world: World, min_size: Optional[int],
     the drop-in runs a transaction as ``runInteraction(blocking_function)``, which a
     scenario written over awaited calls cannot be. ``options``: its ``cp_`` keywords."""
     from adb.twisted import ConnectionPool
+    if spec.kind == "sqlite":  # the drop-in connects as adbapi does: the same settings
+        options.setdefault("cp_openfun", sqlite_settings)
     pool = _pool(spec, ConnectionPool, min_size, **options)
     with _opened(pool, world, spec, many=pool.runMany) as calls:
         yield calls

@@ -1,6 +1,7 @@
-"""A loopback TCP proxy that injects network faults between adb and a server.
+"""A loopback TCP proxy that injects network faults between a client and a server.
 
-No root needed. ``FaultProxy(target_host, target_port)`` listens on 127.0.0.1
+Shared by adb's fault tests (tests/test_faults.py) and the ``faults`` benchmark
+scenario, which runs the same faults against adb and its peers. No root needed. ``FaultProxy(target_host, target_port)`` listens on 127.0.0.1
 (``proxy.port``) and forwards; faults: ``cut()`` resets every open connection,
 ``blackhole(True)`` keeps sockets open but forwards nothing, ``delay(s)`` holds
 every chunk that long, ``refuse(True)`` resets new connections at once,
@@ -11,17 +12,21 @@ import socket
 import struct
 import threading
 import time
+from typing import Union
+
+#: a forwarded pair (client, server), or a client the proxy never answers (deaf)
+Pair = Union[tuple[socket.socket, socket.socket], tuple[socket.socket]]
 
 
 class FaultProxy:
-    def __init__(self, host, port):
+    def __init__(self, host: str, port: int) -> None:
         self.target = (host, port)
         self.listener = socket.socket()
         self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.listener.bind(("127.0.0.1", 0))
         self.listener.listen(128)
         self.port = self.listener.getsockname()[1]
-        self.pairs = []
+        self.pairs: list[Pair] = []
         self.lock = threading.Lock()
         self.black = threading.Event()
         self.delay_s = 0.0
@@ -30,7 +35,7 @@ class FaultProxy:
         threading.Thread(target=self._accept, daemon=True).start()
 
     # -- faults ------------------------------------------------------------------------
-    def cut(self):
+    def cut(self) -> int:
         """Reset every open connection (RST), as a dead router or ``ss -K`` would;
         return how many client connections were cut."""
         with self.lock:
@@ -40,25 +45,29 @@ class FaultProxy:
                 _reset(sock)
         return len(pairs)
 
-    def blackhole(self, on=True):
-        self.black.set() if on else self.black.clear()
+    def blackhole(self, on: bool = True) -> None:
+        """Keep every socket open but forward nothing (a half-open peer) until turned off."""
+        if on:
+            self.black.set()
+        else:
+            self.black.clear()
 
-    def delay(self, seconds):
+    def delay(self, seconds: float) -> None:
         self.delay_s = seconds
 
-    def refuse(self, on=True):
+    def refuse(self, on: bool = True) -> None:
         self.refusing = on
 
-    def deaf(self, on=True):
+    def deaf(self, on: bool = True) -> None:
         self.deafness = on
 
-    def close(self):
+    def close(self) -> None:
         self.closed = True
         self.cut()
         self.listener.close()
 
     # -- plumbing ----------------------------------------------------------------------
-    def _accept(self):
+    def _accept(self) -> None:
         while not self.closed:
             try:
                 client, _ = self.listener.accept()
@@ -82,7 +91,7 @@ class FaultProxy:
             for a, b in ((client, server), (server, client)):
                 threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
 
-    def _pump(self, source, sink):
+    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
         try:
             while True:
                 data = source.recv(65536)
@@ -103,7 +112,7 @@ class FaultProxy:
                     pass
 
 
-def _reset(sock):
+def _reset(sock: socket.socket) -> None:
     """Drop the connection at once: wake the pump blocked on it, then reset (linger 0)."""
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))

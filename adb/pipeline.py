@@ -1,0 +1,186 @@
+"""Pipelined standalone calls: one round trip for the calls queued behind a worker.
+
+A worker that takes a standalone ``runQuery``, ``runOperation`` or row/value
+helper while more wait in the shared queue takes (without blocking) up to
+``pipeline`` of them and hands them to its driver's ``run_pipeline``, which sends
+them all before reading any result (``Database(pipeline=)``, ``?pipeline=off``;
+``adb.options.pipeline_depth``). The contract, which every path keeps exactly:
+
+- Each statement keeps the meaning it has alone: its own implicit transaction
+  (psycopg 3: libpq's pipeline mode with a Sync after each statement; PyMySQL:
+  a multi-statement message, whose statements after a failing one have not run
+  and are sent again, so each runs exactly once), its own result, rowcount and
+  error with the driver's own type. A failing statement affects no neighbour.
+- Only statements that are certainly one read or DML statement join
+  (``Driver.pipeline_safe``): a caller's text never runs as more statements
+  than it would alone. Calls with a ``statement_timeout`` run alone, so the
+  watchdog's cancel always hits the statement that overran; so do calls with a
+  ``timeout`` (a call a pipeline takes has started, and its wait could no longer
+  run out while the statements before it run), and every call once the pool is
+  closing: no pipeline forms after ``close()``; one already sent is in flight and
+  finishes like a running call (so ``close(timeout)`` may let calls finish that
+  one by one would still have been queued, and fail with PoolClosed).
+- What follows an error is what follows it alone (``Worker.failed``): a
+  connection that broke gives ``ConnectionLost``, a transient error is retried
+  with ``retries``, a placeholder of another paramstyle gets its note. If the
+  connection breaks during the pipeline, every call of it (and only those) gets
+  ``ConnectionLost(may_have_run=True)``; if none could be opened, each runs alone.
+- Each call has its own span (``adb.telemetry``), started when the pipeline is
+  sent and ended with its own outcome.
+"""
+
+from __future__ import annotations
+
+from queue import Empty
+from typing import TYPE_CHECKING, Any, Optional, Protocol
+
+from . import ops
+from .call import ARGS, CLAIM, FN, FUTURE, RUN_TIMEOUT, TRACE, Job, RunningCall
+from .session import Session
+
+if TYPE_CHECKING:
+    from collections import deque
+    from queue import SimpleQueue
+
+    from .dispatch import Queued
+    from .session import Crew
+
+#: where a standalone job keeps its op and statement: ``(op, sql, params, ...)`` follow ARGS
+JOB_OP, JOB_SQL, JOB_PARAMS = ARGS, ARGS + 1, ARGS + 2
+#: the ops a pipeline carries: each reads only its own statement's outcome off its cursor
+PIPELINED_OPS = frozenset({ops.query, ops.query_row, ops.query_value, ops.operation})
+
+
+class Host(Protocol):
+    """The worker running a pipeline, as the pipeline sees it (``adb.worker.Worker``)."""
+
+    crew: Crew
+    session: Session
+
+    def admit(self, job: Job) -> bool: ...
+    def execute(self, job: Job) -> None: ...
+    def failed(self, job: Job, error: BaseException,
+               running: RunningCall) -> tuple[Any, bool]: ...
+    def running(self, call: Optional[RunningCall]) -> None: ...
+    def tally(self, completed: int, errors: int) -> None: ...
+    def lost(self, jobs: list[Job], error: BaseException, what: str) -> None: ...
+
+
+class Pipeliner:
+    """One worker's pipelines: which queued calls join one, and running it."""
+
+    #: SQL texts whose ``pipeline_safe`` verdict is kept (templates repeat)
+    CACHE_LIMIT = 1024
+
+    def __init__(self, host: Host, queue: SimpleQueue[Queued], later: deque[Queued],
+                 depth: int) -> None:
+        self.host = host
+        self.queue = queue
+        self.later = later  # calls taken that may not join, served next
+        self.depth = depth
+        self.driver = host.crew.driver
+        self.telemetry = host.crew.config.telemetry
+        self.safe: dict[object, bool] = {}
+        self.pipelines = self.pipelined = 0
+
+    def eligible(self, job: Job) -> bool:
+        """True when ``job`` may join a pipeline: a standalone read or DML op with no
+        ``statement_timeout`` and no ``timeout`` (a call taken into a pipeline has
+        started: its wait is over), whose text is certainly one statement."""
+        if job[RUN_TIMEOUT] is not None or job[CLAIM] is not None or len(job) <= JOB_PARAMS \
+                or job[JOB_OP] not in PIPELINED_OPS:
+            return False
+        sql = job[JOB_SQL]
+        safe = self.safe.get(sql)
+        if safe is None:
+            if len(self.safe) >= self.CACHE_LIMIT:
+                self.safe.clear()
+            safe = self.safe[sql] = self.driver.pipeline_safe(sql)
+        return safe
+
+    def serve(self, first: Job) -> None:
+        """A standalone call taken while others wait: alone, or at the head of a
+        pipeline of those queued behind it."""
+        host = self.host
+        if not self.eligible(first) or host.crew.stopping():  # a closing pool: one by one
+            return host.execute(first) if host.admit(first) else None
+        if not host.admit(first):
+            return None
+        jobs = self.gather(first)
+        if len(jobs) == 1:
+            return host.execute(first)
+        return self.run(jobs)
+
+    def gather(self, first: Job) -> list[Job]:
+        """``first`` and up to ``depth - 1`` more eligible standalone calls taken from
+        the shared queue, in queue order, without waiting. A queued job of another
+        kind (or a STOP) ends the gathering and is served next; a standalone call
+        that must run alone is served next too, and gathering goes on."""
+        queue, later, standalone = self.queue, self.later, Session.standalone
+        jobs = [first]
+        while len(jobs) < self.depth and not queue.empty():
+            try:
+                job = queue.get_nowait()
+            except Empty:
+                break
+            if not isinstance(job, tuple) or job[FN] is not standalone:
+                later.append(job)
+                break
+            if not self.eligible(job):
+                later.append(job)
+            elif self.host.admit(job):
+                jobs.append(job)
+        return jobs
+
+    def run(self, jobs: list[Job]) -> None:
+        """Send ``jobs`` as one pipeline and give each caller its own outcome."""
+        host, session = self.host, self.host.session
+        try:
+            conn = session.connection()
+        except BaseException:  # as alone: each call tries to connect, and fails, on its own
+            for job in jobs:
+                host.execute(job)
+            return None
+        spans = self.start_spans(jobs)
+        host.running(running := RunningCall(None, None, None))
+        try:
+            answers = self.driver.run_pipeline(
+                conn, [(job[JOB_SQL], job[JOB_PARAMS]) for job in jobs])
+        except BaseException as exc:  # the connection failed under it: any may have run
+            host.running(None)
+            self.end_spans(jobs, spans, [(exc, False)] * len(jobs))
+            return host.lost(jobs, exc, f"a pipeline of {len(jobs)} calls")
+        outcomes = [self.outcome(job, answer, running) for job, answer in zip(jobs, answers)]
+        host.running(None)
+        self.pipelines += 1
+        self.pipelined += len(jobs)
+        self.end_spans(jobs, spans, outcomes)
+        host.tally(len(jobs), sum(1 for _, ok in outcomes if not ok))
+        host.crew.handback.many([(job[FUTURE], ok, value) for job, (value, ok)
+                                 in zip(jobs, outcomes) if job[FUTURE] is not None])
+        return None
+
+    def outcome(self, job: Job, answer: Any, running: RunningCall) -> tuple[Any, bool]:
+        """What ``job``'s op makes of its statement's answer, as it would alone."""
+        try:
+            return job[JOB_OP](answer, self.driver, *job[JOB_SQL:]), True
+        except BaseException as exc:
+            return self.host.failed(job, exc, running)
+
+    def start_spans(self, jobs: list[Job]) -> Optional[list[Any]]:
+        telemetry = self.telemetry
+        if telemetry is None:
+            return None
+        return [None if job[TRACE] is None else telemetry.start(job[TRACE]) for job in jobs]
+
+    def end_spans(self, jobs: list[Job], spans: Optional[list[Any]],
+                  outcomes: list[tuple[Any, bool]]) -> None:
+        telemetry = self.telemetry
+        if telemetry is None or spans is None:
+            return
+        for job, span, (value, ok) in zip(jobs, spans, outcomes):
+            if span is not None:
+                telemetry.end(job[TRACE], span, ok, value)
+
+
+__all__ = ["Host", "JOB_OP", "JOB_PARAMS", "JOB_SQL", "PIPELINED_OPS", "Pipeliner"]
