@@ -14,7 +14,7 @@ import socket
 import uuid
 from collections.abc import Callable, Iterable
 from typing import Any, Optional
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 import pytest_asyncio
@@ -48,7 +48,25 @@ _reachable: dict[str, bool] = {}
 
 def server_kwargs(kind: str) -> dict[str, Any]:
     """The server's URL as driver connect() keywords (host, port, user, password, database)."""
-    parts = urlsplit(URLS[kind])
+    return server_kwargs_of(URLS[kind])
+
+
+def own_database(kind: str, name: str) -> str:
+    """The server's URL with its database replaced by ``name``, made if missing: a
+    database one test (or one interpreter's run) has to itself, where a shared table
+    name or a count of logins cannot meet another program's."""
+    require_server(kind)
+    with adb.sync.Database(URLS[kind], pool_size=1) as admin:
+        if kind == "mysql":
+            admin.runOperation(f"create database if not exists {name}")
+        elif not admin.runQuery("select 1 from pg_database where datname = %s", (name,)):
+            admin.runOperation(f"create database {name}")
+    return urlunsplit(urlsplit(URLS[kind])._replace(path=f"/{name}"))
+
+
+def server_kwargs_of(url: str) -> dict[str, Any]:
+    """``url`` as driver connect() keywords (host, port, user, password, database)."""
+    parts = urlsplit(url)
     return {"host": parts.hostname, "port": parts.port, "user": parts.username,
             **({"password": parts.password} if parts.password else {}),
             "database": parts.path.lstrip("/")}

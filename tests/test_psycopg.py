@@ -10,7 +10,7 @@ import pytest
 import adb
 from adb.errors import StatementTimeout
 
-from .conftest import URLS, psycopg_url, require_server
+from .conftest import URLS, own_database, psycopg_url, require_server
 
 
 @pytest.fixture
@@ -56,17 +56,6 @@ async def test_run_many_pipelines_and_counts_every_row(url, table_name):
 LOGINS_DB = "adb_test_cancel_logins"
 
 
-def in_database(url, name):
-    """``url`` with its database replaced by ``name``, made if missing: a database this
-    test alone logs into, so pg_stat_database's count of its logins is this test's own
-    (other programs log into ``test`` at any time)."""
-    libpq_uri = "postgresql://" + URLS["postgresql"].split("://", 1)[1]
-    with psycopg.connect(libpq_uri, autocommit=True) as conn:
-        if not conn.execute("select 1 from pg_database where datname = %s", (name,)).fetchone():
-            conn.execute(f"create database {name}")
-    return urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
-
-
 @pytest.mark.parametrize("driver, side_logins", [("psycopg", 0), ("psycopg2", 1)])
 async def test_statement_timeout_cancels_in_band(driver, side_logins):
     """psycopg's cancel goes over PostgreSQL's cancel protocol: no side connection
@@ -74,8 +63,12 @@ async def test_statement_timeout_cancels_in_band(driver, side_logins):
     that the count below sees such a login."""
     require_server("postgresql")
     url = psycopg_url() if driver == "psycopg" else URLS["postgresql"]
-    db = adb.Database(in_database(url, LOGINS_DB), pool_size=1, statement_timeout=0.3)
-    admin = adb.Database(in_database(URLS["postgresql"], LOGINS_DB), pool_size=1)
+    # a database this test alone logs into, so pg_stat_database's count of its logins
+    # is this test's own (other programs log into ``test`` at any time)
+    own = urlsplit(own_database("postgresql", LOGINS_DB)).path
+    db = adb.Database(urlunsplit(urlsplit(url)._replace(path=own)), pool_size=1,
+                      statement_timeout=0.3)
+    admin = adb.Database(own_database("postgresql", LOGINS_DB), pool_size=1)
     sessions = "select sessions from pg_stat_database where datname = current_database()"
     try:
         await db.runQuery("select 1")

@@ -34,7 +34,7 @@ from twisted.trial import unittest
 import adb.sync
 import adb.twisted
 
-from .conftest import URLS, require_server, server_kwargs
+from .conftest import own_database, require_server, server_kwargs_of
 
 
 #: the names test_adbapi.py imports from twisted.enterprise.adbapi -> adb's object.
@@ -109,14 +109,18 @@ class AdbConnector(suite.DBTestConnector):  # type: ignore[name-defined]
         return True
 
     def server_kwargs(self) -> dict[str, Any]:
-        return server_kwargs(self.kind)
+        return server_kwargs_of(self.url())
+
+    def url(self) -> str:
+        """A database of this interpreter's own: Twisted's tests share one table name,
+        ``simple``, and the matrix runs its interpreters side by side on one server."""
+        return own_database(self.kind, f"adb_adbapi_py{sys.version_info[0]}{sys.version_info[1]}")
 
     def startDB(self) -> None:
-        """A clean slate on a server: Twisted's tearDown drops its table ``simple``
-        through the pool under test, so a run cut short there leaves it behind for
-        the next run's CREATE TABLE (the matrix's next Python, on the same server)."""
+        """A clean slate: Twisted's tearDown drops ``simple`` through the pool under
+        test, so a run cut short there leaves it behind for the next CREATE TABLE."""
         if self.kind != "sqlite":
-            with adb.sync.Database(URLS[self.kind], pool_size=1) as db:
+            with adb.sync.Database(self.url(), pool_size=1) as db:
                 db.runOperation("drop table if exists simple")
         super().startDB()
 
