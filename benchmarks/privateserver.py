@@ -165,11 +165,12 @@ def _mariadb_pid(server: Private) -> Optional[int]:
         return None
 
 
-def restart(server: Private) -> None:
-    """Restart it (PostgreSQL ``pg_ctl restart -m fast``; MariaDB SIGTERM, then start
-    again): every session ends, and the server answers again on the same port."""
+def restart(server: Private, mode: str = "fast") -> None:
+    """Restart it (PostgreSQL ``pg_ctl restart -m <mode>``: ``fast``, or ``immediate``
+    for a crash-like stop with recovery; MariaDB SIGTERM, then start again): every
+    session ends, and the server answers again on the same port."""
     if server.kind == "postgresql":
-        _as_owner(server.kind, _pg_bin("pg_ctl"), "-D", server.data, "-w", "-m", "fast",
+        _as_owner(server.kind, _pg_bin("pg_ctl"), "-D", server.data, "-w", "-m", mode,
                   "-l", os.path.join(server.root, "log"), "restart")
         return
     _stop_mariadb(server)

@@ -2,14 +2,9 @@
 
 import asyncio
 import contextlib
-import os
 import threading
-import shutil
-import subprocess
 import time
 import uuid
-
-import pytest
 
 import adb.sync
 from adb.errors import ConnectionLost, PoolClosed, PoolTimeout, QueueFull, StatementTimeout
@@ -150,20 +145,3 @@ async def recovers(db, probes=20, within=10.0):
     return loop.time() - start
 
 
-def pg_cluster():
-    """(version, cluster) for pg_ctlcluster, or skip when this process cannot restart it."""
-    versions = sorted(os.listdir("/etc/postgresql")) if os.path.isdir("/etc/postgresql") else []
-    if not versions or shutil.which("pg_ctlcluster") is None or os.geteuid() != 0:
-        pytest.skip("restarting PostgreSQL needs root and pg_ctlcluster (as on the CI machine)")
-    return versions[-1], "main"
-
-
-def restart_postgresql(mode="fast"):
-    version, cluster = pg_cluster()
-    subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", version, cluster, "restart",
-                    "-m", mode], check=True, capture_output=True, timeout=60)
-    deadline = time.monotonic() + 30
-    while subprocess.run(["pg_isready", "-h", "127.0.0.1", "-q"]).returncode != 0:
-        if time.monotonic() > deadline:
-            raise AssertionError("PostgreSQL did not come back within 30 s")
-        time.sleep(0.1)
