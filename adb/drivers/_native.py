@@ -63,22 +63,14 @@ class NativeSession(Driver):
         self._begun.flag = (conn, before) if before is not None \
             and _autocommit_flag(conn) != before else None
 
-    def commit(self, conn: Connection) -> None:
-        try:
-            conn.commit()
-        finally:
-            self._restore(conn)
+    # the module's own commit()/rollback() (the base Driver's), not the driver's way
+    commit = Driver.commit
+    rollback = Driver.rollback
 
-    def rollback(self, conn: Connection) -> None:
-        try:
-            conn.rollback()
-        finally:
-            self._restore(conn)
-
-    def _restore(self, conn: Connection) -> None:
-        """Switch back the autocommit flag ``begin`` switched on ``conn``, if it did,
-        and undo what the driver set up for the transaction (``ended``)."""
-        self.ended(conn)
+    def ended(self, conn: Connection) -> None:
+        """Undo what the driver set up for the transaction, then switch back the
+        autocommit flag ``begin`` switched on ``conn``, if it did."""
+        super().ended(conn)
         begun = getattr(self._begun, "flag", None)
         self._begun.flag = None
         if begun is not None and begun[0] is conn:
