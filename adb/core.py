@@ -22,7 +22,7 @@ from .args import PLAIN, SQL, Params, check_callable, check_interaction, many, s
 from .engine import Engine
 from .errors import InterfaceError
 from .frontend import F, FrontEnd
-from .options import (EMBEDDED, Embedded, PoolOptions, check_count, check_flag, check_isolation,
+from .options import (EMBEDDED, Embedded, PoolOptions, check_flag, check_isolation, check_positive,
                       check_retries, check_timeout, parse)
 from .session import Session
 from .stream import StreamCore
@@ -630,9 +630,7 @@ class BaseDatabase(Generic[F]):
                      tx: Optional[Transaction], batch: int, factory: Any,
                      timeout: Optional[float], idle_timeout: Optional[float],
                      export: bool) -> StreamCore:
-        if batch is None:
-            raise InterfaceError("batch must be a positive integer, not None")
-        check_count(batch, "batch")
+        check_positive(batch, "batch")
         check_timeout(idle_timeout, "idle_timeout")
         if tx is not None:
             engine = self._engine.route(tx)
@@ -715,7 +713,7 @@ class BaseDatabase(Generic[F]):
         :raises ServerUnavailable: (adb.sync) the listening connection cannot be opened.
         """
         names = listen.check_channels(channels)
-        limit = listen.check_max_queued(max_queued)
+        limit = check_positive(max_queued, "max_queued")
         return self._frontend.listener_class.open(self._frontend, self.name, self._engine.hub(),
                                                   names, limit)
 

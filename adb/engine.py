@@ -34,8 +34,8 @@ from .drivers.base import Connection, Driver
 from .errors import ForkError, InterfaceError, PoolClosed, PoolTimeout, TransactionError
 from .frontend import Cancellable, F, FrontEnd
 from .listen import Hub, Router
-from .options import (OPTION_NAMES, PoolOptions, Settings, check_statement_timeout, check_timeout,
-                      pipeline_depth)
+from .options import (OPTION_NAMES, PoolOptions, Settings, check_positive,
+                      check_statement_timeout, check_timeout, pipeline_depth)
 from .pool import Pool
 from .replicas import ReplicaSet
 from .session import PoolConfig, Session
@@ -560,8 +560,7 @@ def _check_pool_size(pool_size: Optional[int], driver: Driver, fit: bool = False
     limit = driver.max_pool_size
     if pool_size is None:
         return limit or DEFAULT_POOL_SIZE
-    if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
-        raise InterfaceError(f"pool_size must be a positive integer, not {pool_size!r}")
+    check_positive(pool_size, "pool_size")
     if limit is not None and pool_size > limit:
         if fit:
             return limit

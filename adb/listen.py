@@ -143,12 +143,6 @@ def check_channels(channels: tuple[object, ...]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(check_channel(c) for c in channels))
 
 
-def check_max_queued(max_queued: object) -> int:
-    if isinstance(max_queued, bool) or not isinstance(max_queued, int) or max_queued < 1:
-        raise InterfaceError(f"max_queued must be a positive integer, not {max_queued!r}")
-    return max_queued
-
-
 def check_payload(payload: object) -> str:
     if not isinstance(payload, str):
         raise TypeError(f"a notification payload must be a str, not {type(payload).__name__}")

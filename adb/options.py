@@ -323,8 +323,11 @@ def pipeline_depth(given: Optional[bool], in_url: object, supported: bool,
 
 def check_count(count: object, name: str) -> Optional[int]:
     """A positive whole number, or None."""
-    if count is None:
-        return None
+    return None if count is None else check_positive(count, name)
+
+
+def check_positive(count: object, name: str) -> int:
+    """A positive whole number (None is refused too)."""
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
         raise InterfaceError(f"{name} must be a positive integer, not {count!r}")
     return count
@@ -356,7 +359,7 @@ def check_urls(replicas: object) -> tuple[Any, ...]:
 
 
 __all__ = ["ConnectKeywords", "EMBEDDED", "Embedded", "OPTION_NAMES", "Options", "PoolOptions", "PoolSettings", "ReplicaSettings",
-           "Settings", "TelemetrySettings", "Timeouts", "check_count", "check_fallback", "check_flag",
+           "Settings", "TelemetrySettings", "Timeouts", "check_count", "check_positive", "check_fallback", "check_flag",
            "check_isolation", "check_statement_timeout", "ISOLATION_LEVELS", "PIPELINE_DEPTH",
            "check_pipeline", "pipeline_depth",
            "check_retries", "check_timeout", "check_urls", "parse"]
