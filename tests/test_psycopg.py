@@ -65,10 +65,10 @@ async def test_statement_timeout_cancels_in_band(driver, side_logins):
     url = psycopg_url() if driver == "psycopg" else URLS["postgresql"]
     # a database this test alone logs into, so pg_stat_database's count of its logins
     # is this test's own (other programs log into ``test`` at any time)
-    own = urlsplit(own_database("postgresql", LOGINS_DB)).path
-    db = adb.Database(urlunsplit(urlsplit(url)._replace(path=own)), pool_size=1,
+    own = own_database("postgresql", LOGINS_DB)
+    db = adb.Database(urlunsplit(urlsplit(url)._replace(path=urlsplit(own).path)), pool_size=1,
                       statement_timeout=0.3)
-    admin = adb.Database(own_database("postgresql", LOGINS_DB), pool_size=1)
+    admin = adb.Database(own, pool_size=1)
     sessions = "select sessions from pg_stat_database where datname = current_database()"
     try:
         await db.runQuery("select 1")
