@@ -92,6 +92,14 @@ class ExpectedFailures:
         return unittest.makeTodo(reason) if reason else None
 
 
+@functools.cache
+def _own_url(kind: str) -> str:
+    """A database of this interpreter's own on server ``kind``, made once: Twisted's
+    tests share one table name, ``simple``, and the matrix runs its interpreters side
+    by side on one server."""
+    return own_database(kind, f"adb_adbapi_py{sys.version_info[0]}{sys.version_info[1]}")
+
+
 class AdbConnector(suite.DBTestConnector):  # type: ignore[name-defined]
     """Twisted's connector, pointed at this project's servers; a missing server
     skips (fails under CI=true). ``makePool`` is Twisted's: with ``ADBAPI_NAMES``
@@ -112,9 +120,7 @@ class AdbConnector(suite.DBTestConnector):  # type: ignore[name-defined]
         return server_kwargs_of(self.url())
 
     def url(self) -> str:
-        """A database of this interpreter's own: Twisted's tests share one table name,
-        ``simple``, and the matrix runs its interpreters side by side on one server."""
-        return own_database(self.kind, f"adb_adbapi_py{sys.version_info[0]}{sys.version_info[1]}")
+        return _own_url(self.kind)
 
     def startDB(self) -> None:
         """A clean slate: Twisted's tearDown drops ``simple`` through the pool under
