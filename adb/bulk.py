@@ -21,9 +21,9 @@ import re
 from collections.abc import Generator, Sequence
 from typing import Any, Optional, Protocol
 
-from . import ops
 from .errors import InterfaceError
 from .frontend import Waiting
+from .jobs import Op
 from .telemetry import Operation, What
 from .transaction import Transaction
 
@@ -43,7 +43,7 @@ class Loader(Protocol):
 
     def begin_pending(self, read_only: bool,
                       timeout: Optional[float]) -> tuple[Transaction, Any]: ...
-    def submit_in(self, tx: Transaction, args: tuple[Any, ...], what: What) -> Any: ...
+    def step_in(self, tx: Transaction, op: Op, args: tuple[Any, ...], what: What) -> Any: ...
     def end(self, tx: Transaction, commit: bool) -> Any: ...
 
 
@@ -87,8 +87,8 @@ def load(engine: Loader, table: str, columns: Optional[tuple[str, ...]], source:
         if hasattr(source, "__aiter__"):
             count = yield from _chunks(engine, tx, table, columns, source, what)
         else:
-            op = ops.copy_text if hasattr(source, "read") else ops.copy_rows
-            count = yield engine.submit_in(tx, (op, table, columns, source), what)
+            op = Op.COPY_TEXT if hasattr(source, "read") else Op.COPY_ROWS
+            count = yield engine.step_in(tx, op, (table, columns, source), what)
     except BaseException:
         if own and tx.active:
             yield engine.end(tx, False)
@@ -114,7 +114,7 @@ def _chunks(engine: Loader, tx: Transaction, table: str, columns: Optional[tuple
             total += yield loading
             loading = None
         if chunk:
-            loading = engine.submit_in(tx, (ops.copy_rows, table, columns, chunk), what)
+            loading = engine.step_in(tx, Op.COPY_ROWS, (table, columns, chunk), what)
     if loading is not None:
         total += yield loading
     return total

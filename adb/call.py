@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 import threading
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Optional, Tuple
 
 
 class Claim:
@@ -30,23 +30,18 @@ class Claim:
         return self._lock.acquire(False)
 
 
-#: A queued call: one flat tuple ``(future, fn, claim, run_timeout, trace, *args)``.
-#: The worker runs ``fn(worker, *args)`` and hands ``(future, ok, value)`` back;
+#: A queued call: one flat tuple ``(future, kind, claim, run_timeout, trace, *args)``.
+#: The worker runs ``kind.run(session, *args)`` (``adb.jobs.Kind``) and hands
+#: ``(future, ok, value)`` back;
 #: ``claim`` is a Claim or None; ``run_timeout`` (seconds or None) is the
 #: watchdog's limit; ``trace`` an ``adb.telemetry.Trace``, or None when the
 #: Database has no telemetry (nor ``slow_call``). A flat tuple because 100,000 queued calls hold 100,000 of
 #: them: a tuple subclass with named fields costs the loop 0.33 us more per call
-#: (2.1 us in all), a nested args tuple 48 bytes. Build one with ``job()``
-#: (``Engine.call``, the hot path, builds it inline: the function call
-#: alone cost 0.11 us of its 2.4); read one only through the names below.
+#: (2.1 us in all), a nested args tuple 48 bytes. Only the engine builds one
+#: (``adb.engine``, inline on the hot path: a builder function's call alone cost
+#: 0.11 us of its 2.4); read one only through the names below.
 Job = Tuple[Any, ...]
-FUTURE, FN, CLAIM, RUN_TIMEOUT, TRACE, ARGS = range(6)
-
-
-def job(future: Any, fn: Callable[..., Any], claim: Optional[Claim],
-        run_timeout: Optional[float], args: Tuple[Any, ...], trace: Any = None) -> Job:
-    """The job for one call (see ``Job``); ``future`` None means nobody waits for it."""
-    return (future, fn, claim, run_timeout, trace) + args
+FUTURE, KIND, CLAIM, RUN_TIMEOUT, TRACE, ARGS = range(6)
 
 
 class CallState(enum.Enum):
@@ -92,5 +87,5 @@ class RunningCall:
         return str(getattr(args[0], "__name__", "a call")) if args else "a call"
 
 
-__all__ = ["Claim", "Job", "job", "FUTURE", "FN", "CLAIM", "RUN_TIMEOUT", "TRACE", "ARGS",
+__all__ = ["Claim", "Job", "FUTURE", "KIND", "CLAIM", "RUN_TIMEOUT", "TRACE", "ARGS",
            "CallState", "RunningCall"]

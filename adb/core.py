@@ -17,14 +17,14 @@ import warnings
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Callable, Generic, Optional, Union
 
-from . import bulk, listen, ops, retry, rows
+from . import bulk, listen, retry, rows
 from .args import PLAIN, SQL, Params, check_callable, check_interaction, many, statement
 from .engine import Engine
 from .errors import InterfaceError
 from .frontend import F, FrontEnd
+from .jobs import Op
 from .options import (EMBEDDED, Embedded, PoolOptions, check_flag, check_isolation, check_positive,
                       check_retries, check_timeout, parse)
-from .session import Session
 from .stream import StreamCore
 from .target import Target
 from .telemetry import INTERACTION, NOTIFY, many_what
@@ -39,6 +39,8 @@ log = logging.getLogger("adb")
 
 #: what a Database connects to: a URL, a Target, or EMBEDDED (no URL given)
 URL = Union[str, Target, Embedded]
+#: the ops of the two commonest calls, read as globals on their hot path
+_QUERY, _OPERATION = Op.QUERY, Op.OPERATION
 
 
 class BaseDatabase(Generic[F]):
@@ -138,8 +140,7 @@ class BaseDatabase(Generic[F]):
         of this front-end too (``replicas``)."""
         self._engine = engine
         self.name = engine.name
-        self._call = engine.call
-        self._operation = engine.operation
+        self._standalone = engine.standalone
         self._replicas = tuple(self._sibling(replica) for replica in
                                (engine.replicas.engines if engine.replicas else ()))
 
@@ -235,13 +236,13 @@ class BaseDatabase(Generic[F]):
         """
         engine = self._engine.reader(tx) if replica else self._engine
         if tx is not None:
-            return self._in(tx).runQuery(sql, params, row_factory=row_factory,
+            return self._in(tx).runQuery(sql, params, row_factory=row_factory, timeout=timeout,
                                          statement_timeout=statement_timeout)
         if type(sql) is not str or type(params) not in PLAIN:  # else statement() passes them
             sql, params = statement(sql, params)
         factory = engine.row_factory if row_factory is None else rows.resolve(row_factory)
-        return engine.call(Session.standalone, (ops.query, sql, params, factory), None, timeout,
-                           statement_timeout, sql)
+        return engine.standalone(_QUERY, (sql, params, factory), timeout, statement_timeout,
+                                 sql)
 
     def runQueryRow(self, sql: SQL, params: Params = None, tx: Optional[Transaction] = None, *,
                     row_factory: Any = None, timeout: Optional[float] = None,
@@ -271,13 +272,13 @@ class BaseDatabase(Generic[F]):
         """
         engine = self._engine.reader(tx) if replica else self._engine
         if tx is not None:
-            return self._in(tx).runQueryRow(sql, params, row_factory=row_factory,
+            return self._in(tx).runQueryRow(sql, params, row_factory=row_factory, timeout=timeout,
                                             statement_timeout=statement_timeout)
         if type(sql) is not str or type(params) not in PLAIN:  # else statement() passes them
             sql, params = statement(sql, params)
         factory = engine.row_factory if row_factory is None else rows.resolve(row_factory)
-        return engine.call(Session.standalone, (ops.query_row, sql, params, factory), None,
-                           timeout, statement_timeout, sql)
+        return engine.standalone(Op.QUERY_ROW, (sql, params, factory), timeout,
+                                 statement_timeout, sql)
 
     def runQueryValue(self, sql: SQL, params: Params = None, tx: Optional[Transaction] = None, *,
                       timeout: Optional[float] = None, statement_timeout: Optional[float] = None,
@@ -306,11 +307,12 @@ class BaseDatabase(Generic[F]):
         """
         engine = self._engine.reader(tx) if replica else self._engine
         if tx is not None:
-            return self._in(tx).runQueryValue(sql, params, statement_timeout=statement_timeout)
+            return self._in(tx).runQueryValue(sql, params, timeout=timeout,
+                                              statement_timeout=statement_timeout)
         if type(sql) is not str or type(params) not in PLAIN:  # else statement() passes them
             sql, params = statement(sql, params)
-        return engine.call(Session.standalone, (ops.query_value, sql, params), None, timeout,
-                           statement_timeout, sql)
+        return engine.standalone(Op.QUERY_VALUE, (sql, params), timeout, statement_timeout,
+                                 sql)
 
     def runOperation(self, sql: SQL, params: Params = None, tx: Optional[Transaction] = None, *,
                      timeout: Optional[float] = None,
@@ -343,11 +345,11 @@ class BaseDatabase(Generic[F]):
             its subclasses, such as ``db.dbapi.IntegrityError``).
         """
         if tx is not None:
-            return self._in(tx).runOperation(sql, params, statement_timeout=statement_timeout)
+            return self._in(tx).runOperation(sql, params, timeout=timeout,
+                                             statement_timeout=statement_timeout)
         if type(sql) is not str or type(params) not in PLAIN:  # else statement() passes them
             sql, params = statement(sql, params)
-        return self._call(self._operation, (ops.operation, sql, params), None, timeout,
-                          statement_timeout, sql)
+        return self._standalone(_OPERATION, (sql, params), timeout, statement_timeout, sql)
 
     def runMany(self, sql: SQL, seq_of_params: Iterable[Params],
                 tx: Optional[Transaction] = None, *,
@@ -378,10 +380,11 @@ class BaseDatabase(Generic[F]):
             its subclasses, such as ``db.dbapi.IntegrityError``).
         """
         if tx is not None:
-            return self._in(tx).runMany(sql, seq_of_params, statement_timeout=statement_timeout)
+            return self._in(tx).runMany(sql, seq_of_params, timeout=timeout,
+                                        statement_timeout=statement_timeout)
         sql, seq = many(sql, seq_of_params)
-        return self._call(Session.atomic, (ops.many, sql, seq), None, timeout, statement_timeout,
-                          many_what(sql, len(seq)))
+        return self._standalone(Op.MANY, (sql, seq), timeout, statement_timeout,
+                                many_what(sql, len(seq)))
 
     def runInteraction(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run ``fn(cursor, *args, **kwargs)`` in a worker, inside one transaction.
@@ -404,8 +407,7 @@ class BaseDatabase(Generic[F]):
             the driver's own errors.
         """
         check_interaction(fn)
-        return self._call(Session.atomic, (ops.interaction, fn, args, kwargs), None, None, None,
-                          INTERACTION)
+        return self._standalone(Op.INTERACTION, (fn, args, kwargs), None, None, INTERACTION)
 
     def beginTransaction(self, *, timeout: Optional[float] = None, replica: bool = False,
                          isolation: Optional[str] = None, read_only: bool = False) -> Any:
@@ -634,7 +636,7 @@ class BaseDatabase(Generic[F]):
         check_timeout(idle_timeout, "idle_timeout")
         if tx is not None:
             engine = self._engine.route(tx)
-            engine.tx_put(tx)  # TransactionError now if it is finished
+            engine.check_tx(tx)  # TransactionError now if it is finished
         stream: StreamCore = self._frontend.stream_class(
             engine, sql, params, tx, batch, factory, check_timeout(timeout), idle_timeout, export)
         return stream
@@ -742,10 +744,10 @@ class BaseDatabase(Generic[F]):
         listen.check_channel(channel)
         listen.check_payload(payload)
         listen.check_supported(self._engine.driver)
-        op = (listen.notify_op, channel, payload)
         if tx is not None:
-            return self._engine.route(tx).call_in(tx, op, None, NOTIFY)
-        return self._call(Session.standalone, op, None, None, None, NOTIFY)
+            return self._engine.route(tx).in_transaction(tx, Op.NOTIFY, (channel, payload), None,
+                                                         NOTIFY)
+        return self._standalone(Op.NOTIFY, (channel, payload), None, None, NOTIFY)
 
     def _listening_channels(self) -> Any:
         """What the server says the listening connection LISTENs on (for tests:

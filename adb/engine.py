@@ -24,29 +24,29 @@ import os
 import tempfile
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Generic, Optional
+from typing import Any, Callable, Generic, Optional
 
 from . import drivers, listen
 from .admission import Admission
 from .call import FUTURE, Claim, Job
 from .dispatch import Dispatch
 from .drivers.base import Connection, Driver
-from .errors import ForkError, InterfaceError, PoolClosed, PoolTimeout, TransactionError
+from .errors import (ForkError, InterfaceError, PoolClosed, PoolTimeout, StreamTimeout,
+                     TransactionError)
 from .frontend import Cancellable, F, FrontEnd
 from .listen import Hub, Router
 from .options import (OPTION_NAMES, PoolOptions, Settings, check_positive,
                       check_statement_timeout, check_timeout, pipeline_depth)
 from .pool import Pool
 from .replicas import ReplicaSet
-from .session import PoolConfig, Session
+from .jobs import Kind, Op, detached, finish_job
+from .session import PoolConfig, StreamGate
 from .steps import Steps
 from .telemetry import BEGIN, COMMIT, CONNECT, ROLLBACK, Telemetry, What
-from .transaction import Transaction, TxState
+from .transaction import Transaction
+from .txrecord import TxRecord
 from .target import Target
 from .url import make_target, target_for
-
-if TYPE_CHECKING:
-    from .session import JobFn
 
 DEFAULT_POOL_SIZE = 10
 _live: weakref.WeakSet[Engine[Any]] = weakref.WeakSet()
@@ -128,8 +128,6 @@ class Engine(Generic[F]):
                          cancel_grace=protected.get("cancel_grace", 2.0))
         if self._embedded is not None:
             self._embedded.remove_with(self.pool)
-        #: the job function of a standalone ``runOperation``: one that may join a unit
-        self.operation: JobFn = Session.batchable if pool.autobatch > 1 else Session.standalone
         self._put_shared: Callable[[Job], None] = \
             dispatch.submit if self.admission is None else self.admission.put
         if self.telemetry is not None:
@@ -137,42 +135,54 @@ class Engine(Generic[F]):
         if protected.get("start", True):
             self.pool.start()
 
-    # -- one call ----------------------------------------------------------------------
+    # -- the entry points: the only builder of jobs (``adb.jobs``) ---------------------------
 
-    def call(self, fn: JobFn, args: tuple[Any, ...], put: Optional[Callable[[Job], None]],
-             timeout: Optional[float], statement_timeout: Optional[float] = None,
-             what: What = "", tx: Optional[Transaction] = None,
-             give: Optional[Callable[..., Any]] = None) -> Any:
-        """Queue one job (``put`` None: shared work) and return what the caller gets
-        (``give``: ``frontend.returned`` by default, or ``frontend.pending`` for
-        steps); ``what`` the call is and its transaction ``tx`` are for its telemetry."""
+    def standalone(self, op: Op, args: tuple[Any, ...], timeout: Optional[float] = None,
+                   statement_timeout: Optional[float] = None, what: What = "") -> Any:
+        """Run ``op`` on a free worker outside any transaction; what the caller gets.
+        ``what`` the call is, for its telemetry."""
         if self.refusal is not None:
             raise self.refusal
-        if put is None and timeout is None and statement_timeout is None and give is None \
-                and self._plain:  # the common call, on the shortest path (no claim, no trace)
+        if timeout is None and statement_timeout is None and self._plain:
+            # the common call, on the shortest path: no claim, no trace (see Job)
             future = self._new_future()
-            self._put_shared((future, fn, None, self.statement_timeout, None) + args)
+            self._put_shared((future, op.standalone, None, self.statement_timeout, None, op.fn)
+                             + args)
             return future if self._outcome is None else self._outcome(future)
+        kind = op.standalone
+        assert kind is not None, f"{op} runs only inside a transaction"
+        return self._shared(kind, (op.fn, *args), timeout, statement_timeout, what, None,
+                            self._returned)
+
+    def hosted(self, fn: Callable[..., Any], args: tuple[Any, ...], what: What) -> Any:
+        """Run ``fn(session, *args)`` on a free worker, ``session`` its ``WorkerSession``
+        (``adb.frontend``); what the caller gets (the adbapi drop-in's calls)."""
+        if self.refusal is not None:
+            raise self.refusal
+        return self._shared(Kind.HOSTED, (fn, *args), None, None, what, None, self._returned)
+
+    def _shared(self, kind: Kind, args: tuple[Any, ...], timeout: Optional[float],
+                statement_timeout: Optional[float], what: What, tx: Optional[TxRecord],
+                give: Callable[..., Any]) -> Any:
+        """Queue a job of ``kind`` for a free worker, with the Database's limits or
+        the call's own, and return what ``give`` makes of its future."""
         if statement_timeout is None:
             statement_timeout = self.statement_timeout
         else:  # 0: no limit, whatever the Database's
             statement_timeout = check_statement_timeout(statement_timeout)
-        claim = None
-        if put is None:
-            put = self._put_shared
-            if timeout is None:
-                timeout = self.timeout
-            else:
-                timeout = check_timeout(timeout)
-            if timeout is not None:
-                if timeout:
-                    claim = Claim()
-                else:  # 0: an idle worker takes it now, or it fails now; nothing expires
-                    put, timeout = self._put_idle, None
+        put, claim = self._put_shared, None
+        timeout = self.timeout if timeout is None else check_timeout(timeout)
+        if timeout is not None:
+            if timeout:
+                claim = Claim()
+            else:  # 0: an idle worker takes it now, or it fails now; nothing expires
+                put, timeout = self._put_idle, None
         future = self._new_future()
-        put((future, fn, claim, statement_timeout,  # call.job(), inlined (see Job)
-             None if self.telemetry is None else self.telemetry.trace(what, tx)) + args)
-        return (give or self._returned)(future, claim, timeout, self)
+        put((future, kind, claim, statement_timeout, self._trace(what, tx)) + args)
+        return give(future, claim, timeout, self)
+
+    def _trace(self, what: What, tx: Optional[TxRecord]) -> Any:
+        return None if self.telemetry is None else self.telemetry.trace(what, tx)
 
     def _put_idle(self, job: Job) -> None:
         """``timeout=0``: hand the job to an idle worker (one waiting for work, or one
@@ -185,26 +195,32 @@ class Engine(Generic[F]):
         else:
             self.frontend.settle(job[FUTURE], False, self.pool_timeout(0))
 
-    def submit(self, fn: JobFn, args: tuple[Any, ...], put: Callable[[Job], None],
-               what: What, tx: Optional[Transaction] = None) -> F:
-        """Queue one job with ``put`` and return its future, without waiting on any
-        front-end (a stream's requests: it waits when its consumer needs them)."""
-        if self.refusal is not None:
-            raise self.refusal
+    def in_transaction(self, tx: Transaction, op: Op, args: tuple[Any, ...],
+                       statement_timeout: Optional[float] = None, what: What = "") -> Any:
+        """Run ``op`` inside ``tx``, on the worker it pins; what the caller gets."""
+        record = self.usable(tx)
+        self.check_open()
+        if statement_timeout is None:
+            statement_timeout = self.statement_timeout
+        else:
+            statement_timeout = check_statement_timeout(statement_timeout)
         future = self._new_future()
-        trace = None if self.telemetry is None else self.telemetry.trace(what, tx)
-        put((future, fn, None, self.statement_timeout, trace) + args)
+        record.queue.put((future, op.in_transaction, None, statement_timeout,
+                          self._trace(what, record), op.fn) + args)
+        return self._returned(future, None, None, self)
+
+    def step_in(self, tx: Transaction, op: Op, args: tuple[Any, ...], what: What) -> F:
+        """``in_transaction``'s job, its future without waiting (steps wait for it)."""
+        record = self.usable(tx)
+        self.check_open()
+        return self._queue(record, op.in_transaction, (op.fn, *args), what)
+
+    def _queue(self, record: TxRecord, kind: Kind, args: tuple[Any, ...], what: What) -> F:
+        """Queue a job of ``kind`` in ``record``'s transaction; its future."""
+        future = self._new_future()
+        record.queue.put((future, kind, None, self.statement_timeout,
+                          self._trace(what, record)) + args)
         return future
-
-    def call_in(self, tx: Transaction, args: tuple[Any, ...],
-                statement_timeout: Optional[float], what: What) -> Any:
-        """Run ``op(cursor, driver, *rest)`` (``args``) inside ``tx``; what the caller gets."""
-        return self.call(Session.in_transaction, args, self.tx_put(tx), None, statement_timeout,
-                         what, tx)
-
-    def submit_in(self, tx: Transaction, args: tuple[Any, ...], what: What) -> F:
-        """``call_in``'s job, its future without waiting (steps wait for it)."""
-        return self.submit(Session.in_transaction, args, self.tx_put(tx), what, tx)
 
     def expire(self, future: F, claim: Claim, timeout: float) -> None:
         """A call's wait for a worker ran out (loop thread): unless a worker took it
@@ -223,7 +239,9 @@ class Engine(Generic[F]):
     def connect(self, timeout: Optional[float]) -> Any:
         """A worker opens its connection now (or checks the one it has); what
         ``connect()`` gives: None, or the real error (rejected, unreachable)."""
-        return self.call(Session.connect, (), None, timeout, None, CONNECT)
+        if self.refusal is not None:
+            raise self.refusal
+        return self._shared(Kind.CONNECT, (), timeout, None, CONNECT, None, self._returned)
 
     def check_open(self) -> None:
         """Raise what every call gets once the Database is closing (or forked)."""
@@ -236,7 +254,8 @@ class Engine(Generic[F]):
               isolation: Optional[str] = None) -> Any:
         """Pin a worker and open a transaction on it; what ``beginTransaction`` gives."""
         tx = self._new_tx(read_only, isolation)
-        return self.call(Session.begin, (tx,), None, timeout, None, BEGIN, tx)
+        return self._shared(Kind.BEGIN, (tx._record, tx), timeout, None, BEGIN, tx._record,
+                            self._returned)
 
     def begin_pending(self, read_only: bool, timeout: Optional[float],
                       isolation: Optional[str] = None) -> tuple[Transaction, F]:
@@ -244,8 +263,8 @@ class Engine(Generic[F]):
         handle, and the future of its begin (already settled on a blocking front-end,
         which waited)."""
         tx = self._new_tx(read_only, isolation)
-        return tx, self.call(Session.begin, (tx,), None, timeout, None, BEGIN, tx,
-                             self.frontend.pending)
+        return tx, self._shared(Kind.BEGIN, (tx._record, tx), timeout, None, BEGIN,
+                                tx._record, self.frontend.pending)
 
     def _new_tx(self, read_only: bool, isolation: Optional[str]) -> Transaction:
         """A handle for a transaction about to begin, counted as open; InterfaceError
@@ -255,32 +274,84 @@ class Engine(Generic[F]):
         if isolation is not None and isolation not in self.driver.isolation_levels:
             raise InterfaceError(f"{self.driver.name} cannot begin a transaction at isolation "
                                  f"level {isolation!r}: adb knows no way to ask its server")
-        tx: Transaction = self.frontend.transaction_class(self, read_only, isolation)
+        record = TxRecord(self.name, read_only, isolation)
+        tx: Transaction = self.frontend.transaction_class(self, record)
         self._open_tx.add(tx)
         return tx
 
     def end(self, tx: Transaction, commit: bool) -> F:
         """Commit or roll back ``tx``, returning the future without waiting."""
-        put = self.tx_put(tx)
+        record = self.usable(tx)
         self.forget(tx)
-        return self.submit(Session.finish, (tx, commit), put, COMMIT if commit else ROLLBACK, tx)
+        self.check_open()
+        return self._queue(record, Kind.FINISH, (record, commit), COMMIT if commit else ROLLBACK)
 
     def finish(self, tx: Transaction, commit: bool) -> Any:
         """Commit or roll back ``tx``; what ``commitTransaction``/``rollbackTransaction`` give."""
-        put = self.tx_put(tx)
-        self.forget(tx)
-        return self.call(Session.finish, (tx, commit), put, None, None,
-                         COMMIT if commit else ROLLBACK, tx)
+        return self._returned(self.end(tx, commit), None, None, self)
 
     def forget(self, tx: Transaction) -> None:
         """``tx`` is ending: it is no longer an open transaction of this Database."""
-        tx.ending()
+        tx._record.ending()
         self._open_tx.discard(tx)
 
-    def tx_put(self, tx: Transaction) -> Callable[[Job], None]:
-        """Where ``tx``'s jobs go; TransactionError unless it can take more work here."""
-        tx.check(self)
-        return tx.queue.put
+    def check_tx(self, tx: Transaction) -> None:
+        """TransactionError unless ``tx`` can take more work here."""
+        self.usable(tx)
+
+    def usable(self, tx: Transaction) -> TxRecord:
+        """``tx``'s record; TransactionError unless it can take more work here."""
+        if tx.engine is not self:
+            raise TransactionError(f"{tx!r} belongs to another Database, not {self.name!r}")
+        record = tx._record
+        record.check()
+        return record
+
+    # -- streams: requests to the worker a stream holds (``adb.stream``) -------------------
+
+    def open_stream(self, tx: Transaction, own: bool, export: bool, sql: Any, params: Any,
+                    size: int, factory: Any, idle_timeout: Optional[float],
+                    what: What) -> tuple[StreamGate, F]:
+        """Open a stream in ``tx`` (``own``: a transaction of its own, ended with it):
+        its gate, which carries its later requests, and the future of its first batch."""
+        self.check_open()
+        record = tx._record
+        gate = StreamGate(record.queue, idle_timeout)
+        future = self._new_future()
+        gate.put((future, Kind.OPEN_STREAM, None, self.statement_timeout,
+                  self._trace(what, record), gate, own, export, sql, params, size, factory))
+        return gate, future
+
+    def fetch(self, tx: Transaction, gate: StreamGate, size: int, factory: Any,
+              what: What) -> F:
+        """Ask for a stream's next batch; its future."""
+        self.check_open()
+        record = self.usable(tx)
+        future = self._new_future()
+        gate.put((future, Kind.FETCH_STREAM, None, self.statement_timeout,
+                  self._trace(what, record), size, factory))
+        return future
+
+    def close_stream(self, tx: Transaction, gate: StreamGate, what: What) -> F:
+        """Close a stream in a transaction that goes on; the future of that."""
+        self.check_open()
+        future = self._new_future()
+        gate.put((future, Kind.CLOSE_STREAM, None, self.statement_timeout,
+                  self._trace(what, tx._record)))
+        return future
+
+    def drop_stream(self, tx: Transaction, gate: StreamGate, own: bool) -> None:
+        """A stream was dropped open: its worker closes it (and rolls back its own
+        transaction); nobody waits for that."""
+        if own:
+            if tx.active:
+                self.forget(tx)
+                tx._record.queue.put(finish_job(tx._record, False))
+            return
+        try:
+            gate.put(detached(Kind.CLOSE_STREAM, ()))
+        except StreamTimeout:
+            pass
 
     def route(self, tx: object) -> Engine[F]:
         """The engine ``tx`` belongs to: this one, or one of its replicas' (a
@@ -414,7 +485,7 @@ class Engine(Generic[F]):
             self._state = CloseState.CLOSING
         self.refusal = PoolClosed.refused(self.name)
         for tx in list(self._open_tx):
-            tx.abandon("because the Database is closing")
+            tx._record.abandon("because the Database is closing")
         if self.admission is not None:
             self.admission.close()
         self.pool.stop()

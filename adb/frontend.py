@@ -103,6 +103,17 @@ class Sink(Protocol):
     def restart(self) -> None: ...
 
 
+class WorkerSession(Protocol):
+    """A worker's connection as a hosted call sees it (``Engine.hosted``: the adbapi
+    drop-in's calls, in the worker's thread): the connection it has, opening one,
+    dropping it."""
+
+    @property
+    def conn(self) -> Any: ...
+    def connection(self) -> Any: ...
+    def disconnect(self, reason: Optional[str] = None) -> None: ...
+
+
 class FrontEnd(Generic[F]):
     """The interface above; ``LoopFrontEnd`` and ``BlockingFrontEnd`` build most of
     it from a few primitives."""
@@ -315,5 +326,5 @@ class DirectSink:
     restart = drain
 
 
-__all__ = ["BatchedSink", "BlockingFrontEnd", "Cancellable", "DirectSink", "Expiry", "F",
+__all__ = ["WorkerSession", "BatchedSink", "BlockingFrontEnd", "Cancellable", "DirectSink", "Expiry", "F",
            "FrontEnd", "LoopFrontEnd", "Sink", "Waitable", "Waiting"]

@@ -1,5 +1,5 @@
-"""Connection health policy: backoff between failed connects and between retries,
-recycling ages.
+"""Connection health policy: backoff between failed connects, recycling ages
+(the retry backoff is ``adb.transient``'s).
 
 Pure logic with an injectable clock and random source: no threads, no I/O.
 """
@@ -51,15 +51,6 @@ class Backoff:
         """Record a success; return how many failures preceded it."""
         failures, self.failures, self.not_before = self.failures, 0, 0.0
         return failures
-
-
-def retry_delay(attempt: int, initial: float = 0.01, maximum: float = 1.0,
-                rand: Callable[[], float] = random.random) -> float:
-    """Seconds to wait before running again what failed transiently ``attempt`` times:
-    ``min(maximum, initial * 2**(attempt-1))``, less up to half of it at random, so
-    two transactions that deadlocked each other do not collide again in step."""
-    delay: float = min(maximum, initial * 2 ** (attempt - 1))
-    return delay * (1 - 0.5 * rand())
 
 
 def lifetime(max_lifetime: Optional[float],

@@ -149,11 +149,6 @@ def check_payload(payload: object) -> str:
     return payload
 
 
-def notify_op(cursor: Any, driver: Driver, channel: str, payload: str) -> None:
-    """What ``notify()`` runs in a worker: ``pg_notify`` with both values as parameters."""
-    cursor.execute("select pg_notify(%s, %s)", (channel, payload))
-
-
 def listening_channels(conn: Connection) -> list[str]:
     """What the server says ``conn`` LISTENs on (the test's look at the server)."""
     cursor = conn.cursor()

@@ -1,15 +1,15 @@
 """What one call does on a cursor, run in a worker thread.
 
 Each op is ``op(cursor, driver, *args)`` (an ``Op``). Transaction policy is not
-here: the job function decides (``Session.standalone`` / ``atomic`` / ``in_transaction``).
+here: the job's kind decides (``adb.jobs.Kind``: the session method that runs it).
 """
 
 from __future__ import annotations
 
 import inspect
-import threading
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
+from .interaction import RUNNING
 from .rows import RowFactory
 
 if TYPE_CHECKING:
@@ -71,18 +71,15 @@ def many(cursor: Cursor, driver: Driver, sql: Any,
     return driver.executemany(cursor, sql, seq_of_params)
 
 
-_interaction = threading.local()
-
-
 def interaction(cursor: Cursor, driver: Driver, fn: Callable[..., Any], args: tuple[Any, ...],
                 kwargs: dict[str, Any]) -> Any:
     """Run the caller's ``fn(cursor, *args, **kwargs)`` and return what it returns."""
-    outer = getattr(_interaction, "running", False)
-    _interaction.running = True
+    outer = RUNNING.running
+    RUNNING.running = True
     try:
         result = fn(cursor, *args, **kwargs)
     finally:
-        _interaction.running = outer
+        RUNNING.running = outer
     if inspect.isawaitable(result):  # a function that returned a coroutine: nothing awaits it
         getattr(result, "close", lambda: None)()
         raise TypeError(f"runInteraction's function returned {type(result).__name__}, which "
@@ -90,10 +87,9 @@ def interaction(cursor: Cursor, driver: Driver, fn: Callable[..., Any], args: tu
     return result
 
 
-def interacting() -> bool:
-    """True inside the function ``interaction`` runs (in this worker thread), which
-    always runs in a transaction (for ``adb.savepoint(cursor)``)."""
-    return bool(getattr(_interaction, "running", False))
+def notify(cursor: Cursor, driver: Driver, channel: str, payload: str) -> None:
+    """What ``notify()`` runs in a worker: ``pg_notify`` with both values as parameters."""
+    cursor.execute("select pg_notify(%s, %s)", (channel, payload))
 
 
 def savepoint(cursor: Cursor, driver: Driver, statements: tuple[str, ...], result: Any) -> Any:

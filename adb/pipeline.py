@@ -34,8 +34,8 @@ from __future__ import annotations
 from queue import Empty
 from typing import TYPE_CHECKING, Any, Optional, Protocol
 
-from . import ops
-from .call import ARGS, CLAIM, FN, FUTURE, RUN_TIMEOUT, TRACE, Job, RunningCall
+from .call import CLAIM, FUTURE, KIND, RUN_TIMEOUT, TRACE, Job, RunningCall
+from .jobs import JOB_OP, JOB_PARAMS, JOB_SQL
 from .session import Session
 
 if TYPE_CHECKING:
@@ -45,10 +45,6 @@ if TYPE_CHECKING:
     from .dispatch import Queued
     from .session import Crew
 
-#: where a standalone job keeps its op and statement: ``(op, sql, params, ...)`` follow ARGS
-JOB_OP, JOB_SQL, JOB_PARAMS = ARGS, ARGS + 1, ARGS + 2
-#: the ops a pipeline carries: each reads only its own statement's outcome off its cursor
-PIPELINED_OPS = frozenset({ops.query, ops.query_row, ops.query_value, ops.operation})
 
 
 class Host(Protocol):
@@ -78,17 +74,20 @@ class Pipeliner:
         self.queue = queue
         self.later = later  # calls taken that may not join, served next
         self.depth = depth
+        #: group commit takes the operations that may join a unit (``autobatch``)
+        self.batching = host.crew.config.autobatch > 1
         self.driver = host.crew.driver
         self.telemetry = host.crew.config.telemetry
         self.safe: dict[object, bool] = {}
         self.pipelines = self.pipelined = 0
 
     def eligible(self, job: Job) -> bool:
-        """True when ``job`` may join a pipeline: a standalone read or DML op with no
-        ``statement_timeout`` and no ``timeout`` (a call taken into a pipeline has
-        started: its wait is over), whose text is certainly one statement."""
+        """True when ``job`` may join a pipeline: a standalone read or DML call (a
+        pipelinable kind, whose op reads only its own statement's outcome off its
+        cursor) with no ``statement_timeout`` and no ``timeout`` (a call taken into a
+        pipeline has started: its wait is over), whose text is certainly one statement."""
         if job[RUN_TIMEOUT] is not None or job[CLAIM] is not None or len(job) <= JOB_PARAMS \
-                or job[JOB_OP] not in PIPELINED_OPS:
+                or not job[KIND].pipelinable:
             return False
         sql = job[JOB_SQL]
         safe = self.safe.get(sql)
@@ -114,16 +113,18 @@ class Pipeliner:
     def gather(self, first: Job) -> list[Job]:
         """``first`` and up to ``depth - 1`` more eligible standalone calls taken from
         the shared queue, in queue order, without waiting. A queued job of another
-        kind (or a STOP) ends the gathering and is served next; a standalone call
-        that must run alone is served next too, and gathering goes on."""
-        queue, later, standalone = self.queue, self.later, Session.standalone
+        kind (or a STOP, or an operation group commit takes) ends the gathering and is
+        served next; a pipelinable call that must run alone is served next too, and
+        gathering goes on."""
+        queue, later, batching = self.queue, self.later, self.batching
         jobs = [first]
         while len(jobs) < self.depth and not queue.empty():
             try:
                 job = queue.get_nowait()
             except Empty:
                 break
-            if not isinstance(job, tuple) or job[FN] is not standalone:
+            if not isinstance(job, tuple) or not job[KIND].pipelinable \
+                    or (batching and job[KIND].batchable):
                 later.append(job)
                 break
             if not self.eligible(job):
@@ -183,4 +184,4 @@ class Pipeliner:
                 telemetry.end(job[TRACE], span, ok, value)
 
 
-__all__ = ["Host", "JOB_OP", "JOB_PARAMS", "JOB_SQL", "PIPELINED_OPS", "Pipeliner"]
+__all__ = ["Host", "Pipeliner"]

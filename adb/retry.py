@@ -4,7 +4,7 @@ Under ``SERIALIZABLE``, deadlocks and multi-primary clusters the server aborts
 a transaction that did nothing wrong, and the remedy is to run it again from its
 start. ``transaction`` is that loop, written once as steps (``adb.steps``) for
 every front-end: begin, ``fn(tx, *args, **kwargs)``, commit; on a transient
-failure roll back, wait (``health.retry_delay``) and run ``fn`` again.
+failure roll back, wait (``transient.retry_wait``) and run ``fn`` again.
 
 What is run again, and what never is:
 
@@ -29,11 +29,11 @@ import inspect
 from typing import Any, Callable, NamedTuple, Optional, Protocol
 
 from .drivers.base import Driver
-from .errors import ConnectionLost, Error, add_note, name_attempts
+from .errors import ConnectionLost, add_note, name_attempts
 from .frontend import Waiting
 from .steps import Steps
 from .transaction import Transaction
-from .worker import retry_wait
+from .transient import allows_retry, retry_wait
 
 #: how many times runTransaction runs ``fn`` again when neither the call nor the
 #: Database (``retries=``) says
@@ -98,12 +98,11 @@ def again(driver: Driver, error: BaseException, committing: bool, attempt: int,
     """True when the transaction that failed with ``error`` on its ``attempt``-th run
     is to run again; False when ``error`` is to be raised (annotated when a
     transient failure outlasted the retries or a commit's outcome is unknown)."""
-    if isinstance(error, ConnectionLost):
-        if committing and error.may_have_run:
-            add_note(error, "adb: runTransaction did not run it again: the connection broke "
-                         "during its commit, so it may have committed (may_have_run=True)")
-            return False
-    elif isinstance(error, Error) or not driver.is_transient(error):
+    if isinstance(error, ConnectionLost) and committing and error.may_have_run:
+        add_note(error, "adb: runTransaction did not run it again: the connection broke "
+                        "during its commit, so it may have committed (may_have_run=True)")
+        return False
+    if not allows_retry(error, driver, rolled_back=not committing):
         return False
     if attempt > retries:
         name_attempts(error, attempt, "runTransaction's function", retries)

@@ -9,12 +9,20 @@ from __future__ import annotations
 
 import collections
 import functools
-from typing import Any, Callable, Sequence, cast
+from typing import Any, Callable, NamedTuple, Sequence, cast
 
 from .errors import InterfaceError
 
 #: a row factory: ``(cursor.description, rows) -> list`` (a DB-API description and rows)
 RowFactory = Callable[[Any, Sequence[Any]], list[Any]]
+
+
+class Batch(NamedTuple):
+    """One batch of a stream: its rows (shaped by the row factory), and whether
+    they are the last (the cursor is then closed)."""
+
+    rows: list[Any]
+    done: bool
 
 
 def tuple_row(description: Any, rows: Sequence[Any]) -> list[Any]:

@@ -25,9 +25,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Optional, Protocol
 
-from . import ops
 from .drivers.base import Cursor
 from .errors import TransactionError, add_note
+from .interaction import interacting
 from .steps import Steps, run_async, run_blocking
 
 
@@ -41,9 +41,10 @@ class SavepointState(enum.Enum):
 class Holder(Protocol):
     """The transaction a savepoint belongs to (``adb.transaction.Transaction``)."""
 
-    id: int
     savepoints: Savepoints
 
+    @property
+    def id(self) -> int: ...
     @property
     def active(self) -> bool: ...
     def releaseSavepoint(self, savepoint: Savepoint) -> Any: ...
@@ -182,7 +183,7 @@ def savepoint(cursor: Cursor) -> Iterator[str]:
     """``with adb.savepoint(cursor):`` inside the function ``runInteraction`` runs:
     the block is one all-or-nothing step of its transaction, as ``tx.savepoint()``.
     Yields the savepoint's name."""
-    if not ops.interacting():
+    if not interacting():
         raise TransactionError(
             "adb.savepoint(cursor) works only inside the function runInteraction runs, "
             "which is a transaction; a standalone call commits by itself and has no "

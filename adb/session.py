@@ -23,20 +23,18 @@ import logging
 import threading
 import time
 from queue import Empty, SimpleQueue
-from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Protocol
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional, Protocol
 
 from . import health, ops
-from .call import FN, CallState, Job, RunningCall
+from .call import CallState, Job, RunningCall
 from .dispatch import WAKE, Dispatch, Queued
 from .errors import (ConnectionLost, InterfaceError, PoolClosed, StatementTimeout,
                      StreamTimeout, TransactionError)
 from .handback import Handback
-from .rows import RowFactory
+from .rows import Batch, RowFactory
 from .telemetry import Telemetry
 
 if TYPE_CHECKING:
-    from typing import Callable, Concatenate
-
     from .drivers.base import Connection, Cursor, Driver
 
 log = logging.getLogger("adb")
@@ -94,7 +92,7 @@ class Crew(Protocol):
 
 
 class Tx(Protocol):
-    """A transaction as the session pinned by it sees it (``adb.transaction.Transaction``)."""
+    """A transaction as the session pinned by it sees it (``adb.txrecord.TxRecord``)."""
 
     queue: SimpleQueue[Queued]
     #: its isolation level (None: the server's default) and whether it only reads
@@ -104,14 +102,6 @@ class Tx(Protocol):
     def activate(self, worker_index: int) -> None: ...
     def ended(self, committed: bool) -> None: ...
     def fail(self) -> None: ...
-
-
-class Batch(NamedTuple):
-    """One batch of a stream: its rows (shaped by the row factory), and whether
-    they are the last (the cursor is then closed)."""
-
-    rows: list[Any]
-    done: bool
 
 
 class StreamGate:
@@ -389,30 +379,49 @@ class Session:
         return value
 
     def in_transaction(self, op: ops.Op, *args: Any) -> Any:
-        """One call inside the transaction pinning this worker. An error after which
-        the server rolled the whole transaction back marks it, so nothing more runs
-        in it and it cannot commit (on MySQL later statements would run outside it)."""
+        """One of adb's own ops inside the transaction pinning this worker, on the
+        spare cursor."""
+        return self._in_transaction(self.on_spare_cursor, op, args)
+
+    def interact(self, op: ops.Op, *args: Any) -> Any:
+        """The caller's own function (``runInteraction``) inside the transaction
+        pinning this worker, on a cursor of its own."""
+        return self._in_transaction(self.on_own_cursor, op, args)
+
+    def _in_transaction(self, on_cursor: Callable[[Connection, ops.Op, tuple[Any, ...]], Any],
+                        op: ops.Op, args: tuple[Any, ...]) -> Any:
+        """Run ``op`` in the pinned transaction. An error after which the server
+        rolled the whole transaction back marks it, so nothing more runs in it and
+        it cannot commit (on MySQL later statements would run outside it)."""
         try:
             self.check_transaction()
             if self._stream is not None and self._driver.stream_exclusive:
                 raise InterfaceError(
                     f"a stream is open in this transaction and {self._driver.name} can run "
                     "nothing else on its connection until it ends: close the stream first")
-            if op is not ops.interaction:
-                return self.on_spare_cursor(self._conn, op, args)
-            cursor = self._conn.cursor()
-            try:
-                return op(cursor, self._driver, *args)
-            finally:
-                cursor.close()
+            return on_cursor(self._conn, op, args)
         except BaseException as exc:
             if self._conn is not None and self._driver.rolled_back(exc, self._conn):
                 self._tx_aborted = f"{type(exc).__name__}: {str(exc).strip()[:200]}"
             raise
 
-    def begin(self, tx: Tx) -> Tx:
+    def on_own_cursor(self, conn: Connection, op: ops.Op, args: tuple[Any, ...]) -> Any:
+        """Run ``op`` on a cursor of its own, closed after it."""
+        cursor = conn.cursor()
+        try:
+            return op(cursor, self._driver, *args)
+        finally:
+            cursor.close()
+
+    def host(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run ``fn(session, *args)``: a call that works with this worker's connection
+        itself (the adbapi drop-in's ``runWithConnection`` and ``runInteraction``)."""
+        return fn(self, *args)
+
+    def begin(self, tx: Tx, handle: Any) -> Any:
         """Pin the worker to ``tx`` and open the transaction, at its isolation level
-        and read-only if it only reads (where the server knows such things)."""
+        and read-only if it only reads (where the server knows such things); the
+        caller gets its ``handle``."""
         try:
             if self._crew.stopping():
                 raise PoolClosed.closing(self._config.name)
@@ -424,7 +433,7 @@ class Session:
         self.tx_queue = tx.queue
         self._crew.dispatch.pin(self.index)
         tx.activate(self.index)
-        return tx
+        return handle
 
     def finish(self, tx: Tx, commit: bool) -> None:
         """Commit or roll back the pinned transaction and unpin."""
@@ -572,22 +581,5 @@ def _close_cursor(cursor: Cursor) -> None:
         pass
 
 
-if TYPE_CHECKING:
-    #: a job function: ``fn(session, *args)``, run by the worker that takes the job
-    JobFn = Callable[Concatenate[Session, ...], Any]
-
-
-def ends_transaction(job: Job) -> bool:
-    """True for a commit or rollback: it runs even when its caller gave up (and is
-    not cancelled for that), since nothing else would end the transaction."""
-    return job[FN] is Session.finish
-
-
-def abandon_job(reason: str) -> Job:
-    """The job that rolls back the transaction pinning a worker whose caller is gone
-    (the Database closing, a handle dropped while open); nobody waits for it."""
-    return (None, Session.abandon, None, None, None, reason)
-
-
-__all__ = ["Batch", "CANCEL_SETTLE", "Crew", "LIVENESS_AFTER", "OpenStream", "PoolConfig",
-           "Session", "StreamGate", "Tx", "abandon_job", "ends_transaction"]
+__all__ = ["CANCEL_SETTLE", "Crew", "LIVENESS_AFTER", "OpenStream", "PoolConfig",
+           "Session", "StreamGate", "Tx"]

@@ -2,7 +2,7 @@
 
 A stream holds one worker the way a transaction does: in a transaction of its
 own (read-only where the server allows it) or in the caller's. The worker keeps
-a cursor open across jobs (``Session.open_stream``/``fetch_stream``; a
+a cursor open across jobs (the engine's ``open_stream``/``fetch``; a
 server-side cursor where the driver has one) and fetches a batch only when the
 consumer asks for one. The consumer asks for the next batch as it starts on
 the current one, so at most two batches are held: the one being read and the
@@ -26,13 +26,11 @@ import weakref
 from operator import length_hint
 from typing import Any, Iterator, Optional, Protocol
 
-from .call import job
-from .errors import Error, StreamTimeout
-from .rows import RowFactory
-from .session import Batch, Session, StreamGate
+from .errors import Error
+from .rows import Batch, RowFactory
 from .steps import Steps, run_async, run_blocking
 from .telemetry import FETCH, Operation, What
-from .transaction import Transaction, TxState
+from .transaction import Transaction
 
 log = logging.getLogger("adb")
 
@@ -56,10 +54,14 @@ class Streamer(Protocol):
     def check_open(self) -> None: ...
     def begin_pending(self, read_only: bool,
                       timeout: Optional[float]) -> tuple[Transaction, Any]: ...
-    def submit(self, fn: Any, args: tuple[Any, ...], put: Any, what: What,
-               tx: Optional[Transaction] = None) -> Any: ...
+    def open_stream(self, tx: Transaction, own: bool, export: bool, sql: Any, params: Any,
+                    size: int, factory: RowFactory, idle_timeout: Optional[float],
+                    what: What) -> tuple[Any, Any]: ...
+    def fetch(self, tx: Transaction, gate: Any, size: int, factory: RowFactory,
+              what: What) -> Any: ...
+    def close_stream(self, tx: Transaction, gate: Any, what: What) -> Any: ...
+    def drop_stream(self, tx: Transaction, gate: Any, own: bool) -> None: ...
     def end(self, tx: Transaction, commit: bool) -> Any: ...
-    def forget(self, tx: Transaction) -> None: ...
 
 
 class StreamCore:
@@ -78,15 +80,15 @@ class StreamCore:
         if tx is None:  # (a caller's tx was checked by the Database)
             tx, self._begun = engine.begin_pending(True, timeout)
         self._tx = tx
-        self._gate = StreamGate(tx.queue, idle_timeout)
         self._rows: Iterator[Any] = iter(())
         self._taken = 0  # rows received in batches
         self._ending: Any = None  # the commit of its own transaction, sent at the end
         self._error: Optional[BaseException] = None  # a request that could not be sent
-        self._pending: Any = engine.submit(
-            Session.open_stream, (self._gate, self._own, export, sql, params, size, factory),
-            self._gate.put, Operation("", sql, (("adb.stream", True),)), tx)
-        self._finalizer = weakref.finalize(self, _dropped, engine, tx, self._gate, self._own)
+        #: carries the stream's requests to its worker (the engine's)
+        self._gate, self._pending = engine.open_stream(
+            tx, self._own, export, sql, params, size, factory, idle_timeout,
+            Operation("", sql, (("adb.stream", True),)))
+        self._finalizer = weakref.finalize(self, engine.drop_stream, tx, self._gate, self._own)
 
     def __repr__(self) -> str:
         return (f"<adb stream of {self._engine.name!r} {self.state.value}, "
@@ -126,15 +128,11 @@ class StreamCore:
         return rows
 
     def _request(self) -> Any:
-        engine = self._engine
-        engine.check_open()
-        self._tx.check(engine)
-        return engine.submit(Session.fetch_stream, (self._size, self._factory), self._gate.put,
-                             FETCH, self._tx)
+        return self._engine.fetch(self._tx, self._gate, self._size, self._factory, FETCH)
 
     def _send_end(self, commit: bool) -> Any:
         """End the stream's own transaction; the future of that, or None if it is over."""
-        if self._tx.state not in (TxState.BEGINNING, TxState.ACTIVE):
+        if not self._tx.active:
             return None
         try:
             return self._engine.end(self._tx, commit)
@@ -166,8 +164,7 @@ class StreamCore:
         if was is StreamState.ENDED:
             return None
         try:
-            return self._engine.submit(Session.close_stream, (), self._gate.put, CLOSE_STREAM,
-                                       self._tx)
+            return self._engine.close_stream(self._tx, self._gate, CLOSE_STREAM)
         except Error:  # idle-closed already, or the Database is closing
             return None
 
@@ -177,7 +174,7 @@ class StreamCore:
         if self.state in (StreamState.CLOSED, StreamState.FAILED):
             return
         if self._stop() is StreamState.OPEN:
-            _dropped(self._engine, self._tx, self._gate, self._own)
+            self._engine.drop_stream(self._tx, self._gate, self._own)
 
     def _failed(self, exc: BaseException) -> BaseException:
         """The stream ends with ``exc``: close it, and say in adb's own errors how
@@ -232,21 +229,6 @@ class StreamCore:
         future = self._close_requests()
         if future is not None:
             yield future
-
-
-def _dropped(engine: Streamer, tx: Transaction, gate: StreamGate, own: bool) -> None:
-    """A stream was dropped while open (``break``, an exception in the loop): its
-    worker closes the cursor and, for its own transaction, rolls it back. Nobody
-    waits for that."""
-    if own:
-        if tx.state in (TxState.BEGINNING, TxState.ACTIVE):
-            engine.forget(tx)
-            tx.queue.put(job(None, Session.finish, None, None, (tx, False)))
-        return
-    try:
-        gate.put(job(None, Session.close_stream, None, None, ()))
-    except StreamTimeout:
-        pass
 
 
 class Stream(StreamCore):

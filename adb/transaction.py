@@ -1,48 +1,36 @@
-"""Transaction handles: the seed's ``txId``, pinned to one worker until it ends."""
+"""Transaction handles: the seed's ``txId``, pinned to one worker until it ends.
+
+The handle is the user's: its methods, its ``state``. What the engine and the
+worker pinned by it keep of it (its queue, the hooks that move its state) is its
+``TxRecord`` (``adb.txrecord``), which only the engine reaches.
+"""
 
 from __future__ import annotations
 
-import enum
-import itertools
-import weakref
-from queue import SimpleQueue
 from typing import Any, Callable, Generic, Optional, Protocol, TypeVar
 
-from . import ops, rows
-from .args import SQL, Params, check_callable, check_interaction, many, statement
-from .dispatch import Queued
-from .errors import TransactionError
+from . import rows
+from .args import SQL, Params, check_interaction, many, statement
+from .errors import InterfaceError
+from .jobs import Op
 from .savepoint import Savepoint, SavepointContext, Savepoints
-from .session import abandon_job
 from .steps import Steps, run_async, run_blocking
-from .telemetry import INTERACTION, Telemetry, many_what
-
-_ids = itertools.count(1)
-
-
-class TxState(enum.Enum):
-    BEGINNING = "beginning"
-    ACTIVE = "active"
-    ENDING = "ending"
-    COMMITTED = "committed"
-    ROLLED_BACK = "rolled back"
-    FAILED = "failed"
-
-
-_USABLE = (TxState.BEGINNING, TxState.ACTIVE)
+from .telemetry import INTERACTION, many_what
+from .txrecord import USABLE, TxRecord, TxState
 
 
 class TxEngine(Protocol):
     """What a handle uses of the engine its transaction runs on (``adb.engine.Engine``).
-    What ``call_in`` and ``finish`` return is the front-end's: a future, a Deferred
-    or the value; ``submit_in`` and ``end`` give a future to wait for."""
+    What ``in_transaction`` and ``finish`` return is the front-end's: a future, a
+    Deferred or the value; ``step_in`` and ``end`` give a future to wait for."""
 
     name: str
     row_factory: rows.RowFactory
 
-    def call_in(self, tx: Transaction, args: tuple[Any, ...],
-                statement_timeout: Optional[float], what: Any) -> Any: ...
-    def submit_in(self, tx: Transaction, args: tuple[Any, ...], what: Any) -> Any: ...
+    def in_transaction(self, tx: Transaction, op: Op, args: tuple[Any, ...],
+                       statement_timeout: Optional[float] = None, what: Any = "") -> Any: ...
+    def step_in(self, tx: Transaction, op: Op, args: tuple[Any, ...], what: Any) -> Any: ...
+    def check_tx(self, tx: Transaction) -> None: ...
     def finish(self, tx: Transaction, commit: bool) -> Any: ...
     def end(self, tx: Transaction, commit: bool) -> Any: ...
 
@@ -55,148 +43,131 @@ class Transaction:
     ``runMany``, or call the same methods on the handle itself. ``savepoint()``
     nests an all-or-nothing step (``adb.savepoint``). A handle dropped while still
     open is rolled back (with a warning) when it is garbage-collected.
+
+    ``timeout=`` (the wait for a free worker) does not apply to its calls: the
+    transaction's worker is already its own. Its methods refuse it rather than
+    ignore it; ``statement_timeout=`` bounds how long a statement runs.
     """
 
-    def __init__(self, engine: TxEngine, read_only: bool = False,
-                 isolation: Optional[str] = None) -> None:
+    def __init__(self, engine: TxEngine, record: TxRecord) -> None:
         self.engine = engine
-        self.read_only = read_only
-        self.isolation = isolation
-        self.id = next(_ids)
-        self.queue: SimpleQueue[Queued] = SimpleQueue()
-        self.state = TxState.BEGINNING
-        self.worker: Optional[int] = None
-        self.savepoints = Savepoints(self.id)
-        self.span: Any = None  # its OpenTelemetry span, begun by its worker if traced
-        self._finalizer = weakref.finalize(self, _roll_back_dropped, self.queue, self.id)
+        self._record = record  # the engine's (adb.txrecord)
+        record.watch(self)
+        self.savepoints = Savepoints(record.id)
 
     def __repr__(self) -> str:
-        return f"<adb transaction {self.id} of {self.engine.name!r} {self.state.value}>"
+        return repr(self._record)
+
+    @property
+    def id(self) -> int:
+        return self._record.id
+
+    @property
+    def read_only(self) -> bool:
+        return self._record.read_only
+
+    @property
+    def isolation(self) -> Optional[str]:
+        return self._record.isolation
+
+    @property
+    def state(self) -> TxState:
+        """Where it stands (``TxState``)."""
+        return self._record.state
+
+    @property
+    def worker(self) -> Optional[int]:
+        """The index of the worker it pins, once begun."""
+        return self._record.worker
 
     @property
     def active(self) -> bool:
         """True until commit or rollback has been asked for."""
-        return self.state in _USABLE
-
-    def check(self, engine: object) -> None:
-        """Raise TransactionError unless this handle can take more work on ``engine``."""
-        if self.engine is not engine:
-            raise TransactionError(f"{self!r} belongs to another Database, not "
-                                   f"{getattr(engine, 'name', engine)!r}")
-        if self.state not in _USABLE:
-            raise TransactionError(f"{self!r} is finished; begin a new transaction")
-
-    # -- its life: ending() on the caller's side, the rest in its worker's thread --------
-
-    def ending(self) -> None:
-        """Commit or rollback has been asked for."""
-        self.state = TxState.ENDING
-
-    def activate(self, worker_index: int) -> None:
-        self.worker = worker_index
-        self.state = TxState.ACTIVE
-
-    def ended(self, committed: bool) -> None:
-        if self.state is TxState.ENDING or self.state in _USABLE:
-            self.state = TxState.COMMITTED if committed else TxState.ROLLED_BACK
-        self._finalizer.detach()
-        self._end_span("commit" if committed else "rollback")
-
-    def fail(self) -> None:
-        self.state = TxState.FAILED
-        self._finalizer.detach()
-        self._end_span("failed")
-
-    def trace_span(self, span: Any) -> None:
-        """Its span, begun with its BEGIN (``adb.telemetry``); its statements' parent."""
-        self.span = span
-
-    def _end_span(self, outcome: str) -> None:
-        span, self.span = self.span, None
-        if span is not None:
-            Telemetry.end_transaction(span, outcome)
-
-    def abandon(self, reason: str) -> None:
-        """Mark it failed and have its worker roll it back (its Database is closing)."""
-        self.fail()
-        self.queue.put(abandon_job(reason))
+        return self._record.state in USABLE
 
     # -- the public API on the handle ----------------------------------------------------
 
     def runQuery(self, sql: SQL, params: Params = None, *, row_factory: Any = None,
                  timeout: Optional[float] = None,
                  statement_timeout: Optional[float] = None) -> Any:
-        """Run a query in this transaction and return its rows. ``timeout`` does not
-        apply: the transaction's worker is already its own."""
+        """Run a query in this transaction and return its rows."""
+        _no_timeout(timeout)
         sql, params = statement(sql, params)
         factory = self.engine.row_factory if row_factory is None else rows.resolve(row_factory)
-        return self.engine.call_in(self, (ops.query, sql, params, factory), statement_timeout,
-                                   sql)
+        return self.engine.in_transaction(self, Op.QUERY, (sql, params, factory),
+                                          statement_timeout, sql)
 
     def runQueryRow(self, sql: SQL, params: Params = None, *, row_factory: Any = None,
                     timeout: Optional[float] = None,
                     statement_timeout: Optional[float] = None) -> Any:
         """Run a query in this transaction; its first row, or None."""
+        _no_timeout(timeout)
         sql, params = statement(sql, params)
         factory = self.engine.row_factory if row_factory is None else rows.resolve(row_factory)
-        return self.engine.call_in(self, (ops.query_row, sql, params, factory),
-                                   statement_timeout, sql)
+        return self.engine.in_transaction(self, Op.QUERY_ROW, (sql, params, factory),
+                                          statement_timeout, sql)
 
     def runQueryValue(self, sql: SQL, params: Params = None, *, timeout: Optional[float] = None,
                       statement_timeout: Optional[float] = None) -> Any:
         """Run a query in this transaction; the first column of its first row, or None."""
+        _no_timeout(timeout)
         sql, params = statement(sql, params)
-        return self.engine.call_in(self, (ops.query_value, sql, params), statement_timeout, sql)
+        return self.engine.in_transaction(self, Op.QUERY_VALUE, (sql, params),
+                                          statement_timeout, sql)
 
     def runOperation(self, sql: SQL, params: Params = None, *, timeout: Optional[float] = None,
                      statement_timeout: Optional[float] = None) -> Any:
         """Run one statement in this transaction; return its rowcount."""
+        _no_timeout(timeout)
         sql, params = statement(sql, params)
-        return self.engine.call_in(self, (ops.operation, sql, params), statement_timeout, sql)
+        return self.engine.in_transaction(self, Op.OPERATION, (sql, params),
+                                          statement_timeout, sql)
 
     def runMany(self, sql: SQL, seq_of_params: Any, *, timeout: Optional[float] = None,
                 statement_timeout: Optional[float] = None) -> Any:
         """Run ``sql`` once per parameter set in this transaction; the total rowcount."""
+        _no_timeout(timeout)
         sql, seq = many(sql, seq_of_params)
-        return self.engine.call_in(self, (ops.many, sql, seq), statement_timeout,
-                                   many_what(sql, len(seq)))
+        return self.engine.in_transaction(self, Op.MANY, (sql, seq), statement_timeout,
+                                          many_what(sql, len(seq)))
 
     def runInteraction(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run ``fn(cursor, *args, **kwargs)`` inside this transaction (no commit of its own)."""
         check_interaction(fn)
-        return self.engine.call_in(self, (ops.interaction, fn, args, kwargs), None, INTERACTION)
+        return self.engine.in_transaction(self, Op.INTERACTION, (fn, args, kwargs), None,
+                                          INTERACTION)
 
     def savepoint(self) -> SavepointContext:
         """``async with tx.savepoint():`` (``with`` on adb.sync): the block is one
         all-or-nothing step; if it raises, it is undone and the transaction goes on."""
-        self.check(self.engine)
+        self.engine.check_tx(self)
         return SavepointContext(self)
 
     def beginSavepoint(self) -> Any:
         """Begin a savepoint; gives its ``Savepoint`` (a future, a Deferred, the value)."""
-        self.check(self.engine)
+        self.engine.check_tx(self)
         savepoint, statement_ = self.savepoints.begin(self)
         return self._run_savepoint((statement_,), savepoint)
 
     def releaseSavepoint(self, savepoint: Savepoint) -> Any:
         """Keep what was done since ``savepoint`` began, and end it."""
-        self.check(self.engine)
+        self.engine.check_tx(self)
         return self._run_savepoint(self.savepoints.end(savepoint, keep=True), None)
 
     def rollbackSavepoint(self, savepoint: Savepoint) -> Any:
         """Undo what was done since ``savepoint`` began, and end it; the transaction goes on."""
-        self.check(self.engine)
+        self.engine.check_tx(self)
         return self._run_savepoint(self.savepoints.end(savepoint, keep=False), None)
 
     def _run_savepoint(self, statements: tuple[str, ...], result: Any) -> Any:
-        return self.engine.call_in(self, (ops.savepoint, statements, result), None,
-                                   "; ".join(statements))
+        return self.engine.in_transaction(self, Op.SAVEPOINT, (statements, result), None,
+                                          "; ".join(statements))
 
     def savepoint_step(self, statements: tuple[str, ...], result: Any) -> object:
         """A savepoint's statements queued in this transaction: their future
         (``SavepointContext`` waits for it as a step), settled with ``result``."""
-        return self.engine.submit_in(self, (ops.savepoint, statements, result),
-                                     "; ".join(statements))
+        return self.engine.step_in(self, Op.SAVEPOINT, (statements, result),
+                                   "; ".join(statements))
 
     def commit(self) -> Any:
         return self.engine.finish(self, True)
@@ -205,9 +176,13 @@ class Transaction:
         return self.engine.finish(self, False)
 
 
-def _roll_back_dropped(queue: SimpleQueue[Queued], tx_id: int) -> None:
-    """A handle was collected while open: its worker rolls the transaction back."""
-    queue.put(abandon_job(f"whose handle {tx_id} was dropped while open"))
+def _no_timeout(timeout: Optional[float]) -> None:
+    """A transaction's calls wait for no worker: ``timeout=`` is refused, not ignored."""
+    if timeout is not None:
+        raise InterfaceError(
+            f"timeout={timeout!r} does not apply inside a transaction: its worker is already "
+            "its own, so its calls wait for none (use statement_timeout= to bound how long "
+            "a statement runs)")
 
 
 #: the handle type a front-end's transaction context gives (its own Transaction subclass)

@@ -27,11 +27,10 @@ from .args import SQL, Params
 from .core import URL, BaseDatabase, frontend_doc
 from .drivers.base import Connection
 from .dropin import ThreadPoolView, as_driver_error, check_sizes
-from .frontend import LoopFrontEnd, Waiting
+from .frontend import LoopFrontEnd, Waiting, WorkerSession
 from .listen import Item
 from .options import EMBEDDED, PoolOptions
 from .pool import Pool
-from .session import Session
 from .target import Target
 from .telemetry import Operation
 from . import transaction as _transaction
@@ -298,13 +297,13 @@ class _Hosted:
 
     __slots__ = ("pool", "session", "handed")
 
-    def __init__(self, pool: ConnectionPool, session: Session) -> None:
+    def __init__(self, pool: ConnectionPool, session: WorkerSession) -> None:
         self.pool = pool
         self.session = session
         self.handed = False
 
 
-def _hosted(session: Session, pool: ConnectionPool, fn: Callable[..., Any],
+def _hosted(session: WorkerSession, pool: ConnectionPool, fn: Callable[..., Any],
             args: tuple[Any, ...], kw: Optional[dict[str, Any]]) -> Any:
     """The job of one drop-in call: ``fn(*args, **kw)`` in a worker (adbapi's
     ``_runInteraction`` or ``_runWithConnection``, or work given to ``threadpool``),
@@ -653,8 +652,8 @@ class _PoolDatabase(Database):
         given to adbapi's stopped thread pool (applications call on while they shut
         down, and do not expect errors from it)."""
         try:
-            result: defer.Deferred[Any] = self._engine.call(
-                _hosted, (pool, fn, args, kw), None, None, None, _ADBAPI)
+            result: defer.Deferred[Any] = self._engine.hosted(_hosted, (pool, fn, args, kw),
+                                                              _ADBAPI)
         except errors.PoolClosed:
             _log.debug("%s: a call made after close() was dropped", self.name)
             return defer.Deferred()
@@ -662,7 +661,7 @@ class _PoolDatabase(Database):
             return defer.fail(exc)
         return result
 
-    def lost(self, exc: Exception, session: Session) -> Optional[BaseException]:
+    def lost(self, exc: Exception, session: WorkerSession) -> Optional[BaseException]:
         """What a drop-in call that raised ``exc`` fails with when ``exc`` is the
         driver's error about a lost connection (the one it was handed broke, or was
         dropped by ``disconnect()`` during the call): adb's ConnectionLost that is

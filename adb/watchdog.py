@@ -25,7 +25,7 @@ import time
 from typing import Any, Callable, Optional, Protocol, Sequence
 
 from .call import CallState, RunningCall
-from .session import ends_transaction
+from .jobs import ends_transaction
 
 log = logging.getLogger("adb")
 

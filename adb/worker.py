@@ -40,18 +40,16 @@ from collections import deque
 from queue import Empty, SimpleQueue
 from typing import Any, Callable, NamedTuple, Optional
 
-from . import health, ops
-from .call import ARGS, CLAIM, FN, FUTURE, RUN_TIMEOUT, TRACE, CallState, Job, RunningCall
+from . import transient
+from .call import ARGS, CLAIM, FUTURE, KIND, RUN_TIMEOUT, TRACE, CallState, Job, RunningCall
 from .dispatch import STOP, WAKE, Queued
-from .errors import ConnectionLost, Error, ServerUnavailable, add_note, name_attempts
+from .errors import Error, add_note, name_attempts
+from .jobs import JOB_PARAMS, JOB_SQL, Kind, ends_transaction
 from .pipeline import Pipeliner
-from .session import Crew, PoolConfig, Session, ends_transaction
+from .session import Crew, PoolConfig, Session
 from .sqltext import Path, placeholder_hint
 
 log = logging.getLogger("adb")
-
-#: where a batchable job keeps its statement: ``(op, sql, params)`` follow ARGS
-JOB_SQL, JOB_PARAMS = ARGS + 1, ARGS + 2
 
 
 class Counters(NamedTuple):
@@ -161,9 +159,10 @@ class Worker:
                 if job is STOP:
                     break
                 try:
-                    if job[FN] is Session.batchable and self._config.autobatch > 1:
+                    kind: Kind = job[KIND]
+                    if kind.batchable and self._config.autobatch > 1:
                         self.serve_batchable(job)
-                    elif self.pipeliner is not None and job[FN] is Session.standalone \
+                    elif kind.pipelinable and self.pipeliner is not None \
                             and not self._queue.empty():
                         self.pipeliner.serve(job)
                     else:
@@ -237,7 +236,7 @@ class Worker:
 
     def execute(self, job: Job) -> None:
         """Run an admitted job on the session and hand its outcome back."""
-        future, fn, claim, run_timeout, trace = job[:ARGS]
+        future, kind, claim, run_timeout, trace = job[:ARGS]
         telemetry = self._telemetry
         span = None if trace is None or telemetry is None else telemetry.start(trace)
         self._busy = True
@@ -246,7 +245,7 @@ class Worker:
         session = self.session
         value: Any
         try:
-            value, ok = fn(session, *job[ARGS:]), True
+            value, ok = kind.run(session, *job[ARGS:]), True
         except BaseException as exc:  # everything goes back to the caller
             value, ok = self.failed(job, exc, running)
         self._current = None
@@ -265,11 +264,11 @@ class Worker:
         """What the caller of ``job`` gets after its statement raised ``exc``: the
         connection checked, a pooler's symptom cured and the call run again, a
         transient failure retried (``retries``), a hint added (``explain``)."""
-        fn = job[FN]
+        kind: Kind = job[KIND]
         value, ok = self.session.after_error(exc, running), False
-        if self.crew.driver.pooler_symptom(value) and fn in _RETRIED:
+        if kind.rerunnable and self.crew.driver.pooler_symptom(value):
             value, ok = self.rerun(job, value, running)
-        elif self._config.retries and fn in _RETRIED and job[ARGS] is not ops.interaction:
+        elif kind.retriable and self._config.retries:
             value, ok = self.retry(job, value, running)
         if not ok and not isinstance(value, Error):
             self.explain(value, job)
@@ -289,17 +288,17 @@ class Worker:
 
     def retry(self, job: Job, error: BaseException, running: RunningCall) -> tuple[Any, bool]:
         """Run a standalone call again while it fails transiently having taken no
-        effect, up to ``retries`` more times, waiting ``health.retry_delay`` (or the
-        pool's connect backoff) in between; return its outcome. The last error, when
-        they run out, names the attempts. A caller who gave up, a watchdog that acted
-        or a closing pool ends the retries."""
-        fn, args, attempts = job[FN], job[ARGS:], 1
+        effect, up to ``retries`` more times, waiting ``transient.retry_wait`` in
+        between; return its outcome. The last error, when they run out, names the
+        attempts. A caller who gave up, a watchdog that acted or a closing pool ends
+        the retries."""
+        run, args, attempts = job[KIND].run, job[ARGS:], 1
         while attempts <= self._config.retries and self.may_retry(error, running):
             self._retries += 1
-            time.sleep(retry_wait(attempts, error, self.crew.connect_wait))
+            time.sleep(transient.retry_wait(attempts, error, self.crew.connect_wait))
             attempts += 1
             try:
-                return fn(self.session, *args), True
+                return run(self.session, *args), True
             except BaseException as exc:
                 error = self.session.after_error(exc, running)
         if attempts > 1:
@@ -310,27 +309,26 @@ class Worker:
         """Run once more a standalone call that failed without running, on a
         connection the driver has just made fit (``Driver.pooler_symptom``)."""
         try:
-            return job[FN](self.session, *job[ARGS:]), True
+            return job[KIND].run(self.session, *job[ARGS:]), True
         except BaseException as exc:
             return self.session.after_error(exc, running), False
 
     def explain(self, error: BaseException, job: Job) -> None:
         """Add a note to a driver's error where adb sees its likely cause: placeholders
         of another paramstyle (``adb.sqltext.placeholder_hint``)."""
-        args = job[ARGS:]
-        hint = placeholder_hint(args[1], self.crew.driver.paramstyle) if len(args) > 1 else None
+        hint = placeholder_hint(job[JOB_SQL], self.crew.driver.paramstyle) \
+            if len(job) > JOB_SQL else None
         if hint is not None:
             add_note(error, hint)
 
     def may_retry(self, error: BaseException, running: RunningCall) -> bool:
-        """True when ``error`` left nothing behind and may not recur: the server
-        refused the statement transiently, or no connection could be opened."""
+        """True when the call may run again: its caller still waits, no watchdog
+        acted, the pool is not closing, and ``error`` allows it
+        (``transient.allows_retry``)."""
         if running.state is not CallState.RUNNING or self.crew.stopping() \
                 or (running.future is not None and self._is_abandoned(running.future)):
             return False
-        if isinstance(error, ConnectionLost):
-            return not error.may_have_run
-        return not isinstance(error, Error) and self.crew.driver.is_transient(error)
+        return transient.allows_retry(error, self.crew.driver)
 
     # -- group commit: a unit of standalone operations ----------------------------------
 
@@ -360,7 +358,7 @@ class Worker:
         callers gave up are skipped as a worker skips them anyway.
         """
         queue, later, path_of = self._queue, self._later, self.crew.driver.batch_path
-        known, batchable, limit = path_of.paths, Session.batchable, self._config.autobatch
+        known, limit = path_of.paths, self._config.autobatch
         unit = Unit(first, path)
         jobs = unit.jobs
         while len(jobs) < limit and not queue.empty():
@@ -368,7 +366,7 @@ class Worker:
                 job = queue.get_nowait()
             except Empty:
                 break
-            if not isinstance(job, tuple) or job[FN] is not batchable:  # STOP, WAKE, other work
+            if not isinstance(job, tuple) or not job[KIND].batchable:  # STOP, WAKE, other work
                 later.append(job)
                 break
             path = known.get(job[JOB_SQL]) or path_of(job[JOB_SQL])
@@ -437,19 +435,4 @@ class Worker:
             self.execute(job)
 
 
-def retry_wait(attempts: int, error: BaseException, connect_wait: Callable[[], float]) -> float:
-    """Seconds to wait before running again what failed transiently ``attempts``
-    times (a call, or runTransaction's function): the retry backoff, or the pool's
-    connect backoff (``connect_wait()``) when no connection could be opened."""
-    wait = health.retry_delay(attempts)
-    if isinstance(error, ServerUnavailable):
-        wait = max(wait, connect_wait())
-    return wait
-
-
-#: the job functions of standalone calls, which ``Database(retries=N)`` runs again
-_RETRIED = (Session.standalone, Session.batchable, Session.atomic)
-
-
-__all__ = ["Counters", "Crew", "PoolConfig", "Unit", "Worker", "retry_wait", "JOB_SQL",
-           "JOB_PARAMS"]
+__all__ = ["Counters", "Crew", "PoolConfig", "Unit", "Worker"]
