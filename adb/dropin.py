@@ -19,7 +19,6 @@ from typing import Any, Callable, Optional, Protocol
 from twisted.python import failure, log
 
 from . import errors
-from .dispatch import Dispatch
 from .pool import Pool, PoolState
 
 
@@ -167,10 +166,16 @@ class ThreadPoolView:
         return f"<ThreadPoolView of {self._db.name!r}: {self.workers} workers>"
 
 
+class Waiting(Protocol):
+    """Where the pool's shared calls wait (``adb.dispatch.Dispatch``), as counted here."""
+
+    def queued(self) -> int: ...
+
+
 class Backlog:
     """``ThreadPoolView.q``: a queue's ``qsize()``, counting the calls that wait."""
 
-    def __init__(self, dispatch: Dispatch) -> None:
+    def __init__(self, dispatch: Waiting) -> None:
         self._dispatch = dispatch
 
     def qsize(self) -> int:

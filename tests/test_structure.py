@@ -1,8 +1,15 @@
 """The structure ``docs/architecture.md`` promises, held against the code.
 
-- The public facade (``adb/core.py``'s ``BaseDatabase``) is the API only: under
-  800 lines, its module under 900; no other module of ``adb/`` over 700 lines and
-  no other class over 450.
+- Only the engine builds jobs: no module but ``adb/engine.py`` and ``adb/jobs.py``
+  names a job ``Kind``'s member or calls a job builder (``adb/txrecord.py`` builds
+  the one job a dropped or abandoned transaction needs), and no module outside the
+  engine side puts anything on a queue.
+- No feature, front-end or facade module imports the worker's modules
+  (``session``, ``ops``, ``worker``, ``pipeline``, ``watchdog``, ``dispatch``).
+- No identity test on a job's function: no ``is``/``in`` comparison names a
+  ``Session`` method, an ``ops`` function, or a kind's ``run``/an op's ``fn``.
+- Every shared structure has one writer: each row of the ownership table whose
+  state names an attribute is written only by the modules the row names.
 - No back channel: a Protocol in a feature module names no private member of
   what it is given (features take the engine or the front-end, by their public names).
 - The core and the engine never branch on which front-end they serve.
@@ -13,6 +20,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -36,22 +44,151 @@ def classes(path: Path) -> list[ast.ClassDef]:
     return [node for node in ast.walk(tree_of(path)) if isinstance(node, ast.ClassDef)]
 
 
-def lines(node: ast.stmt) -> int:
-    return (node.end_lineno or node.lineno) - node.lineno + 1
+#: the engine side: the engine, what it builds jobs with, and the worker's modules
+ENGINE_SIDE = {"engine.py", "jobs.py", "txrecord.py", "session.py", "worker.py", "pipeline.py",
+               "watchdog.py", "pool.py", "dispatch.py", "admission.py", "ops.py", "call.py",
+               "handback.py"}
+WORKER_MODULES = {"session", "ops", "worker", "pipeline", "watchdog", "dispatch"}
+#: the job builders of adb/jobs.py, and who may call them
+BUILDERS = {"detached", "abandon_job", "finish_job"}
+JOB_BUILDERS = {"engine.py", "jobs.py", "txrecord.py"}
 
 
-def test_the_facade_and_every_module_and_class_stay_small() -> None:
-    too_big = []
-    for path in sorted(ADB.rglob("*.py")):
-        name = str(path.relative_to(ROOT))
-        limit = 900 if name == FACADE[0] else 700
-        if len(path.read_text().splitlines()) >= limit:
-            too_big.append(f"{name}: module over {limit} lines")
-        for cls in classes(path):
-            limit = 800 if (name, cls.name) == FACADE else 450
-            if lines(cls) >= limit:
-                too_big.append(f"{name}: class {cls.name} is {lines(cls)} lines, over {limit}")
-    assert too_big == []
+def modules() -> list[tuple[str, ast.Module]]:
+    return [(str(path.relative_to(ADB)), tree_of(path)) for path in sorted(ADB.rglob("*.py"))]
+
+
+def imported(tree: ast.Module) -> set[str]:
+    """The ``adb`` modules ``tree`` imports (relative or absolute), by last name."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = (node.module or "").split(".")
+            if node.level or base[0] == "adb":
+                names.add(base[-1] if base[-1] not in ("", "adb") else "")
+                names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[-1] for alias in node.names
+                         if alias.name.startswith("adb."))
+    return names - {""}
+
+
+def kind_members(tree: ast.Module) -> list[str]:
+    """``Kind.X`` references and job builder calls in ``tree``."""
+    found = [ast.unparse(node) for node in ast.walk(tree)
+             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+             and node.value.id == "Kind" and node.attr.isupper()]
+    found += [node.func.id for node in ast.walk(tree)
+              if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+              and node.func.id in BUILDERS]
+    return found
+
+
+def test_only_the_engine_builds_jobs() -> None:
+    found = {name: kind_members(tree) for name, tree in modules()
+             if name not in JOB_BUILDERS}
+    assert {name: refs for name, refs in found.items() if refs} == {}
+
+
+def queue_puts(tree: ast.Module) -> list[str]:
+    """Calls that put on a job queue: ``<x>.queue.put(...)``, ``<x>.inbox.put(...)``,
+    ``gate.put(...)``."""
+    return [ast.unparse(node.func) for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("put", "put_nowait")
+            and re.search(r"(\bqueue|inbox|gate)$", ast.unparse(node.func.value))]
+
+
+def test_no_module_outside_the_engine_side_queues_a_job() -> None:
+    found = {name: queue_puts(tree) for name, tree in modules() if name not in ENGINE_SIDE}
+    assert {name: puts for name, puts in found.items() if puts} == {}
+
+
+def test_no_feature_front_end_or_facade_imports_the_worker_modules() -> None:
+    found = {name: sorted(imported(tree) & WORKER_MODULES) for name, tree in modules()
+             if name not in ENGINE_SIDE and not name.startswith("drivers/")}
+    assert {name: bad for name, bad in found.items() if bad} == {}
+
+
+IDENTITY = re.compile(r"\bSession\.\w+|\bops\.\w+|\.run\b|\.fn\b|\[(FN|JOB_OP)\]")
+
+
+def identity_tests(tree: ast.Module) -> list[str]:
+    """``is``/``in`` comparisons that name a job function (a test against None aside)."""
+    return [ast.unparse(node) for node in ast.walk(tree)
+            if isinstance(node, ast.Compare)
+            and any(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in node.ops)
+            and not all(isinstance(c, ast.Constant) and c.value is None
+                        for c in node.comparators)
+            and IDENTITY.search(ast.unparse(node))]
+
+
+def test_no_identity_test_on_a_job_function() -> None:
+    found = {name: identity_tests(tree) for name, tree in modules()}
+    assert {name: tests for name, tests in found.items() if tests} == {}
+
+
+def test_the_rule_checks_can_fail() -> None:
+    tree = ast.parse("from .session import Session\nfrom . import ops\n"
+                     "if job[FN] is Session.batchable: pass\n"
+                     "if op is not ops.interaction: pass\n"
+                     "tx.queue.put(detached(Kind.FINISH, ()))\n")
+    assert imported(tree) >= {"session", "Session", "ops"}
+    assert len(identity_tests(tree)) == 2
+    assert kind_members(tree) == ["Kind.FINISH", "detached"]
+    assert queue_puts(tree) == ["tx.queue.put"]
+
+
+def ownership_rows() -> list[tuple[str, list[str]]]:
+    """The ownership table's rows that name an attribute written through
+    ``.name``: the attribute, and the modules its writer cell names."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    rows = []
+    for line in text.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) != 3 or not line.startswith("| "):
+            continue
+        attribute = re.search(r"`(?:\w+\.)+(\w+)`", cells[0])
+        writers = re.findall(r"`(?:adb/)?(\w+\.py)`", cells[1])
+        if attribute and writers:
+            rows.append((attribute.group(1), writers))
+    return rows
+
+
+MUTATORS = {"pop", "append", "add", "discard", "remove", "clear", "update", "setdefault"}
+
+
+def written(node: ast.AST, attribute: str) -> bool:
+    """True when ``node`` writes ``<x>.attribute`` (not ``self.attribute``: its own
+    class's): assigns it, assigns or deletes an item of it, or calls a mutator on it."""
+    def outside(target: ast.AST) -> bool:
+        return isinstance(target, ast.Attribute) and target.attr == attribute \
+            and not (isinstance(target.value, ast.Name) and target.value.id == "self")
+    targets: list[ast.AST] = []
+    if isinstance(node, ast.Assign):
+        targets = list(node.targets)
+    elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+        targets = [node.target]
+    elif isinstance(node, ast.Delete):
+        targets = list(node.targets)
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+            and node.func.attr in MUTATORS:
+        targets = [node.func.value]
+    return any(outside(t.value if isinstance(t, ast.Subscript) else t) for t in targets)
+
+
+def writers_of(attribute: str) -> set[str]:
+    """The modules that write ``<x>.attribute`` (see ``written``)."""
+    return {name.split("/")[-1] for name, tree in modules()
+            if any(written(node, attribute) for node in ast.walk(tree))}
+
+
+def test_every_shared_structure_has_the_writers_the_table_names() -> None:
+    rows = ownership_rows()
+    assert ("late", ["pool.py"]) in rows and ("connections", ["session.py", "twisted.py"]) in rows
+    assert "session.py" in writers_of("connections")  # the check sees a write it must allow
+    for attribute, writers in rows:
+        assert writers_of(attribute) <= set(writers), attribute
 
 
 def private_members(protocol: ast.ClassDef) -> list[str]:
