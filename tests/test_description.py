@@ -120,3 +120,31 @@ def test_links_work_on_the_package_index():
     if site_url:
         assert site_url.group(1) in text
         assert site_url.group(1) in (ROOT / "setup.cfg").read_text()
+
+
+#: the pages that tell a user how to install adb
+INSTALL_PAGES = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
+
+
+def test_the_first_install_line_works_before_the_package_is_published():
+    """adb-async is not on the package index yet: each page's first ``pip install``
+    installs from a checkout (``.``) or its wheel, and ``pip install adb-async`` is only
+    offered for once it is published."""
+    for page in INSTALL_PAGES:
+        text = (ROOT / page).read_text()
+        targets = re.findall(r"pip install (?:-q )?(?:-e )?(\S+)", text)
+        if not targets:
+            continue
+        assert targets[0].strip("'`").startswith((".", "dist/")), (page, targets[0])
+        for found in re.finditer(r"pip install '?adb-async", text):
+            around = text[max(0, found.start() - 200):found.end() + 200]
+            assert "published" in around, (page, around)
+
+
+def test_the_wheel_line_names_the_wheel_the_build_makes():
+    """``dist/adb_async-*.whl``: the distribution name as wheel file names spell it."""
+    name = re.search(r"^name\s*=\s*(\S+)", (ROOT / "setup.cfg").read_text(), re.M)
+    assert name is not None
+    wheel = f"dist/{name.group(1).replace('-', '_')}-*.whl"
+    assert f"pip install {wheel}" in (ROOT / DESCRIPTION).read_text()
+    assert f"pip install {wheel}" in (ROOT / "README.md").read_text()

@@ -1,14 +1,17 @@
 """The recipes page (docs/recipes.md): each recipe serves or runs against real PostgreSQL."""
 
 import asyncio
+import concurrent.futures
 import json
 import os
+import pathlib
 import re
 import signal
 import socket
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 from typing import Any
 
@@ -20,11 +23,12 @@ from tornado.httpclient import AsyncHTTPClient
 from .test_docs import localise, python_blocks
 
 RECIPES = python_blocks("docs/recipes.md")
-WEBSOCKET, STARLETTE, TWISTED, PROCESSES = RECIPES
+WEBSOCKET, STARLETTE, TWISTED, PROCESSES, WSGI_APP, GUNICORN_CONF = RECIPES
+GUNICORN = pathlib.Path(sys.executable).with_name("gunicorn")
 
 
 def test_every_recipe_is_tested():
-    assert len(RECIPES) == 4
+    assert len(RECIPES) == 6
 
 
 def free_port() -> int:
@@ -126,3 +130,52 @@ async def test_multiprocess_recipe_one_pool_per_child_and_clean_stop(tmp_path, p
     closed = re.findall(r"process (\d+): pool closed", out)
     assert len(closed) == len(set(closed)) == 2, (out, err)
     assert "ForkError" not in err and "Traceback" not in err, err
+
+
+def get_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return json.loads(response.read())
+
+
+@pytest.mark.parametrize("preload", [False, True], ids=["fork-then-import", "preload"])
+def test_gunicorn_recipe_one_pool_per_worker_and_clean_stop(tmp_path, pg_url, preload):
+    """Two gthread workers, each with its own pool made after the fork, with and without
+    --preload; SIGTERM to the master closes every worker's pool and exits cleanly."""
+    if not GUNICORN.exists():
+        pytest.skip("gunicorn is not installed (the test extra brings it)")
+    (tmp_path / "app.py").write_text(localise(WSGI_APP))
+    (tmp_path / "gunicorn.conf.py").write_text(GUNICORN_CONF)
+    port = free_port()
+    args = [str(GUNICORN), "--bind", f"127.0.0.1:{port}", *(["--preload"] if preload else []),
+            "app:application"]
+    proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "WORKERS": "2", "THREADS": "3",
+                                 "PYTHONWARNINGS": "error::ResourceWarning"})
+    try:
+        backends: dict[int, set[int]] = {}
+        deadline = time.monotonic() + 60
+        while len(backends) < 2:
+            assert time.monotonic() < deadline, f"served by {backends}"
+            assert proc.poll() is None, proc.communicate()
+            try:
+                answer = get_json(f"http://127.0.0.1:{port}/")
+            except OSError:
+                time.sleep(0.05)
+                continue
+            backends.setdefault(answer["process"], set()).add(answer["backend"])
+        with concurrent.futures.ThreadPoolExecutor(12) as pool:  # more than 2 workers x 3 threads
+            for answer in pool.map(get_json, [f"http://127.0.0.1:{port}/"] * 24):
+                backends.setdefault(answer["process"], set()).add(answer["backend"])
+        assert len(backends) == 2
+        assert all(len(pids) <= 3 for pids in backends.values()), backends  # pool_size = threads
+        first, second = backends.values()
+        assert not first & second, "two workers shared a server connection"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        started = time.monotonic()
+        out, err = proc.communicate(timeout=40)
+    assert time.monotonic() - started < 35, "gunicorn took its whole graceful timeout to stop"
+    assert proc.returncode == 0, err
+    closed = re.findall(r"worker (\d+): pool closed", err)
+    assert sorted(map(int, closed)) == sorted(backends), err
+    assert "ForkError" not in err and "Traceback" not in err and "ResourceWarning" not in err, err
