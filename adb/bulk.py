@@ -8,7 +8,7 @@ the load remains.
 
 Where the rows come from decides who reads them. A plain iterable or a
 file-like object is read by the worker thread itself, as the driver loads it
-(``Driver.copy_rows``/``copy_text``; for MariaDB's LOAD DATA, by a thread that
+(``Driver.copy``'s ``copy_rows``/``copy_text``; for MariaDB's LOAD DATA, by a thread that
 feeds the statement's pipe while the worker runs it), so it never waits on the
 loop. An async
 iterable is read on the loop, a chunk at a time: one chunk loads while the next

@@ -588,9 +588,10 @@ def _load(url: Any, settings: Settings, protected: PoolOptions
         size = _check_pool_size(settings.pool.size, driver, protected.get("fit_size", False))
         if settings.pool.autobatch > 1:
             driver.enable_autobatch()
+        pipes = driver.pipelines
         driver.pipeline_depth = pipeline_depth(  # a pipeline's statements autocommit
-            settings.pool.pipeline, driver.url_pipeline, driver.pipelines and driver.autocommit,
-            driver.pipeline_default)
+            settings.pool.pipeline, driver.url_pipeline, pipes is not None and driver.autocommit,
+            pipes is not None and pipes.default)
         return driver, size, embedded, _make_telemetry(settings, driver.target)
     except BaseException:
         if embedded is not None:

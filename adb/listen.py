@@ -50,6 +50,7 @@ import weakref
 from typing import Any, Callable, NamedTuple, Optional, Protocol, Union
 
 from .drivers.base import Connection, Driver
+from .drivers.notify import Notifications
 from .errors import InterfaceError, PoolClosed, ServerUnavailable
 from .frontend import Sink
 from .health import Backoff
@@ -100,10 +101,11 @@ class HubState(enum.Enum):
 _SERVER_NAMES = {Family.MYSQL: "MariaDB/MySQL", Family.SQLITE: "SQLite"}
 
 
-def check_supported(driver: Driver) -> None:
-    """InterfaceError unless the Database's server and driver can LISTEN."""
-    if driver.can_listen:
-        return
+def check_supported(driver: Driver) -> Notifications:
+    """The driver's LISTEN/NOTIFY; InterfaceError unless the Database's server and
+    driver can LISTEN."""
+    if driver.notifications is not None:
+        return driver.notifications
     family = driver.target.family
     server = _SERVER_NAMES.get(family)
     if server is not None:
@@ -116,8 +118,7 @@ def check_supported(driver: Driver) -> None:
 def check_listen(driver: Driver) -> None:
     """InterfaceError unless this Database can LISTEN: its driver can, and nothing
     in between (a transaction pooler) keeps it from holding one server session."""
-    check_supported(driver)
-    refusal = driver.listen_refusal()
+    refusal = check_supported(driver).refusal()
     if refusal is not None:
         raise InterfaceError(refusal)
 
@@ -294,6 +295,7 @@ class Hub:
     def __init__(self, name: str, driver: Driver, router: Router, sink: Sink) -> None:
         self.name = name
         self.driver = driver
+        self.notifications = check_supported(driver)
         self.router = router
         self.sink = sink
         self.state = HubState.IDLE
@@ -411,7 +413,7 @@ class Hub:
         try:
             items = self._reconcile()
             items += self._read()
-            fd = self.driver.listen_fileno(self._conn)
+            fd = self.notifications.fileno(self._conn)
         except Exception as exc:
             self._lose(exc)
             return
@@ -448,7 +450,7 @@ class Hub:
             self._sleep(None, wait)
             return False
         try:
-            conn = self.driver.listen_connect()
+            conn = self.notifications.connect()
         except Exception as exc:
             self._connect_failed(exc)
             return False
@@ -456,7 +458,7 @@ class Hub:
             log.warning("%s: the listening connection to %s is open again",
                         self.name, self.driver.target)
         self._conn = conn
-        self.backend_pid = self.driver.backend_pid(conn)
+        self.backend_pid = self.notifications.backend_pid(conn)
         self.state = HubState.LISTENING
         self._seen_version = -1  # LISTEN everything again
         return True
@@ -494,9 +496,9 @@ class Hub:
             add = wanted - self.listened
             drop = self.listened - wanted
             if add:
-                self.driver.listen_channels(conn, sorted(add), True)
+                self.notifications.set_channels(conn, sorted(add), True)
             if drop:
-                self.driver.listen_channels(conn, sorted(drop), False)
+                self.notifications.set_channels(conn, sorted(drop), False)
             self.listened = wanted
             replies = [self._answer(ask, conn) for ask in asks]
         except Exception:
@@ -526,7 +528,7 @@ class Hub:
     def _read(self) -> list[Any]:
         """Every notification that has arrived, in order (never blocks)."""
         return [Notification(channel, payload, pid)
-                for pid, channel, payload in self.driver.read_notifies(self._conn)]
+                for pid, channel, payload in self.notifications.read(self._conn)]
 
     def _lose(self, exc: Exception) -> None:
         """The connection failed: drop it; the next turn reconnects and LISTENs again."""

@@ -101,9 +101,9 @@ def savepoint(cursor: Cursor, driver: Driver, statements: tuple[str, ...], resul
 
 def copy_rows(cursor: Cursor, driver: Driver, table: str, columns: Any, rows: Any) -> int:
     """Load an iterable of rows into ``table`` by the driver's bulk path; the count."""
-    return driver.copy_rows(cursor, table, columns, rows)
+    return driver.copy.copy_rows(cursor, table, columns, rows)
 
 
 def copy_text(cursor: Cursor, driver: Driver, table: str, columns: Any, source: Any) -> int:
     """Load a file-like object of text-format lines into ``table``; the count."""
-    return driver.copy_text(cursor, table, columns, source)
+    return driver.copy.copy_text(cursor, table, columns, source)

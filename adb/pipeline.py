@@ -2,7 +2,7 @@
 
 A worker that takes a standalone ``runQuery``, ``runOperation`` or row/value
 helper while more wait in the shared queue takes (without blocking) up to
-``pipeline`` of them and hands them to its driver's ``run_pipeline``, which sends
+``pipeline`` of them and hands them to its driver's ``pipelines.run``, which sends
 them all before reading any result (``Database(pipeline=)``, ``?pipeline=off``;
 ``adb.options.pipeline_depth``). The contract, which every path keeps exactly:
 
@@ -12,7 +12,7 @@ them all before reading any result (``Database(pipeline=)``, ``?pipeline=off``;
   and are sent again, so each runs exactly once), its own result, rowcount and
   error with the driver's own type. A failing statement affects no neighbour.
 - Only statements that are certainly one read or DML statement join
-  (``Driver.pipeline_safe``): a caller's text never runs as more statements
+  (``Driver.pipelines.safe``): a caller's text never runs as more statements
   than it would alone. Calls with a ``statement_timeout`` run alone, so the
   watchdog's cancel always hits the statement that overran; so do calls with a
   ``timeout`` (a call a pipeline takes has started, and its wait could no longer
@@ -35,6 +35,7 @@ from queue import Empty
 from typing import TYPE_CHECKING, Any, Optional, Protocol
 
 from .call import CLAIM, FUTURE, KIND, RUN_TIMEOUT, TRACE, Job, RunningCall
+from .errors import InterfaceError
 from .jobs import JOB_OP, JOB_PARAMS, JOB_SQL
 from .session import Session
 
@@ -65,7 +66,7 @@ class Host(Protocol):
 class Pipeliner:
     """One worker's pipelines: which queued calls join one, and running it."""
 
-    #: SQL texts whose ``pipeline_safe`` verdict is kept (templates repeat)
+    #: SQL texts whose ``pipelines.safe`` verdict is kept (templates repeat)
     CACHE_LIMIT = 1024
 
     def __init__(self, host: Host, queue: SimpleQueue[Queued], later: deque[Queued],
@@ -77,6 +78,10 @@ class Pipeliner:
         #: group commit takes the operations that may join a unit (``autobatch``)
         self.batching = host.crew.config.autobatch > 1
         self.driver = host.crew.driver
+        pipelining = self.driver.pipelines
+        if pipelining is None:
+            raise InterfaceError(f"{self.driver.name} cannot pipeline")
+        self.pipelining = pipelining  # the driver's (``Driver.pipelines``)
         self.telemetry = host.crew.config.telemetry
         self.safe: dict[object, bool] = {}
         self.pipelines = self.pipelined = 0
@@ -94,7 +99,7 @@ class Pipeliner:
         if safe is None:
             if len(self.safe) >= self.CACHE_LIMIT:
                 self.safe.clear()
-            safe = self.safe[sql] = self.driver.pipeline_safe(sql)
+            safe = self.safe[sql] = self.pipelining.safe(sql)
         return safe
 
     def serve(self, first: Job) -> None:
@@ -145,7 +150,7 @@ class Pipeliner:
         spans = self.start_spans(jobs)
         host.running(running := RunningCall(None, None, None))
         try:
-            answers = self.driver.run_pipeline(
+            answers = self.pipelining.run(
                 conn, [(job[JOB_SQL], job[JOB_PARAMS]) for job in jobs])
         except BaseException as exc:  # the connection failed under it: any may have run
             host.running(None)

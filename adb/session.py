@@ -252,7 +252,8 @@ class Session:
         except Exception:
             return False
 
-    def rollback_quietly(self) -> None:
+    def rollback_or_drop(self) -> None:
+        """Roll back the open transaction; if that fails, drop the connection."""
         if self._conn is None:
             return
         try:
@@ -373,7 +374,7 @@ class Session:
             finally:
                 cursor.close()
         except BaseException:
-            self.rollback_quietly()
+            self.rollback_or_drop()
             raise
         driver.commit(conn)
         return value
@@ -448,7 +449,7 @@ class Session:
                 raise TransactionError(f"{tx!r} lost its connection; nothing was committed")
             return None
         if commit and (aborted or self._driver.failed_transaction(conn)):
-            self.rollback_quietly()
+            self.rollback_or_drop()
             tx.ended(False)
             raise TransactionError(
                 f"{tx!r} was aborted by an earlier error"
@@ -460,7 +461,7 @@ class Session:
             tx.ended(False)
             if commit and self._driver.is_disconnect(exc, conn):
                 raise self.commit_lost(tx, exc) from exc
-            self.rollback_quietly()
+            self.rollback_or_drop()
             raise
         tx.ended(commit)
 
@@ -485,7 +486,7 @@ class Session:
         self.unpin()
         self._tx_lost = False
         self._tx_aborted = None
-        self.rollback_quietly()
+        self.rollback_or_drop()
 
     def unpin(self) -> None:
         self.tx_queue = None
@@ -511,7 +512,7 @@ class Session:
         self.check_transaction()
         if self._stream is not None:
             raise InterfaceError("this transaction already has an open stream: close it first")
-        opener = self._driver.open_export if export else self._driver.open_stream
+        opener = self._driver.copy.open_export if export else self._driver.open_stream
         self._stream = OpenStream(opener(self._conn, sql, params), gate, own)
         return self.fetch_stream(size, factory)
 

@@ -25,6 +25,7 @@ import time
 from typing import Any, Callable, Optional, Protocol, Sequence
 
 from .call import CallState, RunningCall
+from .drivers.cancel import Cancel
 from .jobs import ends_transaction
 
 log = logging.getLogger("adb")
@@ -48,10 +49,14 @@ class Watched(Protocol):
 
 
 class Canceller(Protocol):
-    """What the watchdog asks of the driver (``adb.drivers.base.Driver``), from a side thread."""
+    """The driver as the watchdog sees it (``adb.drivers.base.Driver``): its name and
+    its way to stop a running statement (``Driver.cancel``), if it has one."""
 
-    def cancel(self, conn: Any) -> None: ...
-    def abort(self, conn: Any) -> None: ...
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def cancel(self) -> Optional[Cancel]: ...
 
 
 class Watchdog(threading.Thread):
@@ -59,7 +64,7 @@ class Watchdog(threading.Thread):
 
     :param name: the pool's name, for the thread and log lines.
     :param workers: the workers to watch.
-    :param driver: cancels a call on the server, or cuts its connection.
+    :param driver: its ``cancel`` cancels a call on the server, or cuts its connection.
     :param is_abandoned: ``is_abandoned(future)``, True once its caller gave up.
     :param cancel_grace: seconds between the cancel and the cut.
     :param workers_out: set once the last worker has left its loop.
@@ -72,7 +77,8 @@ class Watchdog(threading.Thread):
         super().__init__(name=f"{name}-watchdog", daemon=True)
         self.pool_name = name
         self.workers = workers
-        self.driver = driver
+        self.driver_name = driver.name
+        self.stopper = driver.cancel  # None: a call runs to its end, whatever its timeout
         self.is_abandoned = is_abandoned
         self.cancel_grace = cancel_grace
         self.workers_out = workers_out
@@ -97,12 +103,24 @@ class Watchdog(threading.Thread):
                 running.state = CallState.CANCEL_SENT
                 running.cancelled_at = now
                 why = "its statement_timeout passed" if late else "its caller gave up on it"
-                self.side(worker, running, self.driver.cancel, "cancel", why, logging.INFO)
+                self.side(worker, running, self.cancel, "cancel", why, logging.INFO)
         elif running.state is CallState.CANCEL_SENT \
                 and now - running.cancelled_at > self.cancel_grace:
             running.state = CallState.CUT
-            self.side(worker, running, self.driver.abort, "cut the connection of",
+            self.side(worker, running, self.abort, "cut the connection of",
                       f"its cancel had no effect in {self.cancel_grace} s", logging.WARNING)
+
+    def cancel(self, conn: Any) -> None:
+        """Ask the server to cancel what ``conn`` runs (from a side thread)."""
+        if self.stopper is None:
+            raise NotImplementedError(f"{self.driver_name} cannot cancel a running statement")
+        self.stopper.cancel(conn)
+
+    def abort(self, conn: Any) -> None:
+        """Cut ``conn`` so the call blocked on it fails now; a driver that cannot
+        cancel cannot cut either, and the call runs on."""
+        if self.stopper is not None:
+            self.stopper.abort(conn)
 
     def side(self, worker: Watched, running: RunningCall, action: Callable[[Any], None],
              what: str, why: str, level: int) -> None:

@@ -217,13 +217,15 @@ def test_a_timed_out_call_returns_only_once_its_cancel_has_returned(driver):
     a check that meets a pending cancel, and only then settles the call."""
     db = adb.sync.Database(bouncer_url(driver), pool_size=1, statement_timeout=0.3)
     returned = []
-    cancel = db._engine.driver.cancel
+    canceller = db._engine.driver.cancel
+    assert canceller is not None
+    cancel = canceller.cancel
 
     def slow_cancel(conn):
         cancel(conn)
         time.sleep(0.4)
         returned.append(time.monotonic())
-    setattr(db._engine.driver, "cancel", slow_cancel)  # the real cancel, instrumented
+    setattr(canceller, "cancel", slow_cancel)  # the real cancel, instrumented
     try:
         with pytest.raises(StatementTimeout) as timed_out:
             db.runQuery("select pg_sleep(3)")

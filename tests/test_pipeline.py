@@ -185,7 +185,9 @@ def test_texts_that_may_not_join_a_pipeline():
     """Only one read or DML statement whose text ends where it ends may join."""
     require_server("postgresql")
     with adb.sync.Database(psycopg_url(), pool_size=1) as db:
-        safe = db._engine.driver.pipeline_safe
+        pipelines = db._engine.driver.pipelines
+        assert pipelines is not None
+        safe = pipelines.safe
         assert safe("select 1") and safe("insert into t values (%s) ") \
             and safe("update t set v = 'a;b' where k = 1;")
         for text in ("select 1; select 2", "select 1 -- x", "select $$a$$", "vacuum t",

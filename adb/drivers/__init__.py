@@ -20,7 +20,8 @@ from . import _native
 from .base import Connection, Driver, DriverInfo, Pooler, check_pooler, unknown_keywords
 from .generic import GenericDriver
 
-_NOT_DRIVERS = frozenset({"base", "generic"})  # and private helpers (_name)
+#: the interface, the generic fallback and the capabilities (and private helpers, _name)
+_NOT_DRIVERS = frozenset({"base", "generic", "cancel", "copy", "galera", "notify", "pipelines"})
 
 
 @functools.lru_cache(maxsize=None)

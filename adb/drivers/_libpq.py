@@ -9,7 +9,10 @@ import socket
 from typing import Any, Optional, Sequence
 
 from ..errors import InterfaceError
-from .base import Pooler, ReplicaPosition, answers, column_list, readable
+from .base import Driver, Pooler, ReplicaPosition, answers, readable
+from .cancel import Cancel
+from .copy import column_list
+from .notify import Notifications
 
 #: both libpq drivers work through PostgreSQL poolers such as pgbouncer, in either
 #: mode: PostgreSQL's cancel request names the client connection's own key, which
@@ -226,22 +229,53 @@ def quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def listen_channels(driver: Any, conn: Any, channels: Sequence[str], listen: bool) -> None:
-    """One round trip of ``LISTEN "a"; LISTEN "b"`` (or UNLISTEN): a simple query,
-    no parameters, each name quoted."""
-    verb = "LISTEN" if listen else "UNLISTEN"
-    cursor = conn.cursor()
-    try:
-        cursor.execute("; ".join(f"{verb} {quote_ident(c)}" for c in channels))
-    finally:
-        cursor.close()
+class LibpqNotifications(Notifications):
+    """LISTEN/NOTIFY on a libpq connection, as both drivers share it; each reads
+    the arrived notifications its own way (``read``)."""
+
+    def __init__(self, driver: Driver) -> None:
+        self.driver = driver
+
+    def refusal(self) -> Optional[str]:
+        """A transaction pooler hands each transaction a different server
+        connection, and a LISTEN lives in one server session."""
+        if self.driver.pooler is not Pooler.TRANSACTION:
+            return None
+        return ("listen() cannot work through a transaction pooler (pooler='transaction'): "
+                "LISTEN belongs to one server session, and the pooler gives each transaction "
+                "whichever server connection is free, so notifications would go to another "
+                "client or nowhere. Listen through a Database connected to the server itself "
+                "(or to a session pooler); notify() works here")
+
+    def connect(self) -> Any:
+        """A connection as the pool's are made (``on_connect`` runs on it too)."""
+        return self.driver.connect()
+
+    def set_channels(self, conn: Any, channels: Sequence[str], listen: bool) -> None:
+        """One round trip of ``LISTEN "a"; LISTEN "b"`` (or UNLISTEN): a simple query,
+        no parameters, each name quoted."""
+        verb = "LISTEN" if listen else "UNLISTEN"
+        cursor = conn.cursor()
+        try:
+            cursor.execute("; ".join(f"{verb} {quote_ident(c)}" for c in channels))
+        finally:
+            cursor.close()
+
+    def fileno(self, conn: Any) -> int:
+        fd: int = conn.fileno()
+        return fd
+
+    def backend_pid(self, conn: Any) -> Optional[int]:
+        pid: Optional[int] = conn.info.backend_pid
+        return pid
 
 
-def listen_fileno(driver: Any, conn: Any) -> int:
-    fd: int = conn.fileno()
-    return fd
+class LibpqCancel(Cancel):
+    """Both libpq drivers cut a connection by shutting its socket down; each sends
+    its cancel its own way (``cancel``)."""
 
+    def __init__(self, driver: Driver) -> None:
+        self.driver = driver
 
-def backend_pid(driver: Any, conn: Any) -> Optional[int]:
-    pid: Optional[int] = conn.info.backend_pid
-    return pid
+    def abort(self, conn: Any) -> None:
+        shut_down(conn.fileno())

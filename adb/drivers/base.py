@@ -3,6 +3,14 @@
 A driver knows its module's quirks and nothing about threads or event loops.
 Every method except ``__init__``/``check`` runs in a worker thread, on the
 connection that worker owns.
+
+What only some drivers can do is a capability, an object of its own that a
+driver offers or not (None): ``notifications`` (LISTEN/NOTIFY,
+``drivers/notify.py``), ``pipelines`` (``drivers/pipelines.py``), ``cancel``
+(``drivers/cancel.py``) and ``cluster`` (the choice among a host list,
+``drivers/galera.py``); ``copy`` (bulk loads, ``drivers/copy.py``) every driver
+offers, by multi-row INSERTs where it knows no faster path. Whoever needs a
+capability asks for it once and says which driver lacks it.
 """
 
 from __future__ import annotations
@@ -11,15 +19,18 @@ import dataclasses
 import difflib
 import enum
 import inspect
-import re
 import select
 import socket
 from typing import Any, Callable, Iterable, Optional, Sequence
 
-from ..copytext import line, parse, value_text
 from ..errors import InterfaceError
 from ..sqltext import Path, PathCache, self_contained
 from ..target import Family, Target
+from .cancel import Cancel
+from .copy import BulkCopy, InsertCopy
+from .galera import Cluster
+from .notify import Notifications
+from .pipelines import Pipelines
 
 #: a DB-API connection or cursor: adb only calls what PEP 249 promises on them
 Connection = Any
@@ -101,6 +112,20 @@ class Driver:
     #: the poolers the driver knows how to work through (``Database(pooler=...)``)
     poolers: frozenset[Pooler] = frozenset()
 
+    # -- capabilities: each an object the driver offers, or None -------------------------
+
+    #: LISTEN/NOTIFY (``adb.listen``)
+    notifications: Optional[Notifications] = None
+    #: standalone statements sent before any result is read (``adb.pipeline``)
+    pipelines: Optional[Pipelines] = None
+    #: the most calls one worker sends as one pipeline; 0: none (set by the engine
+    #: from ``pipelines`` and the ``pipeline=`` option)
+    pipeline_depth = 0
+    #: stopping a running statement from another thread (``adb.watchdog``)
+    cancel: Optional[Cancel] = None
+    #: which server of a host list a connection may stay on
+    cluster: Optional[Cluster] = None
+
     def __init__(self, dbapi: Any, target: Target,
                  on_connect: Optional[Callable[[Connection], object]] = None,
                  pooler: Optional[Pooler] = None) -> None:
@@ -118,6 +143,9 @@ class Driver:
         self.target = dataclasses.replace(target, kwargs=self.connect_kwargs, args=self.connect_args)
         self.on_connect = on_connect
         self.batch_path = PathCache(self.path_of)
+        #: bulk loads and exports (``adb.bulk``, ``copy_out``): multi-row INSERTs
+        #: unless the driver offers a faster path
+        self.copy: BulkCopy = InsertCopy(self)
 
     @property
     def paramstyle(self) -> str:
@@ -184,20 +212,6 @@ class Driver:
     #: what a worker runs on a connection after a cancel, before it serves again: a
     #: late cancel it meets fails it, and the connection is replaced
     cancel_check = "select 1"
-
-    def cancel(self, conn: Connection) -> None:
-        """Ask the server to cancel what ``conn`` is running (from another thread)."""
-        raise NotImplementedError(f"{self.name} cannot cancel a running statement")
-
-    def abort(self, conn: Connection) -> None:
-        """Cut ``conn`` so a call blocked on it fails now (from another thread)."""
-        sock = self.socket_of(conn)
-        if sock is not None:
-            sock.shutdown(socket.SHUT_RDWR)
-
-    def socket_of(self, conn: Connection) -> Optional[socket.socket]:
-        """The connection's socket (for ``abort``), or None."""
-        return None
 
     def close(self, conn: Connection) -> None:
         try:
@@ -289,7 +303,7 @@ class Driver:
         instead refuses every statement until the rollback (``failed_transaction``)."""
         return False
 
-    # -- streams and bulk loads (adb.stream, adb.bulk) -----------------------------------
+    # -- streams (adb.stream) and transactions ------------------------------------------
 
     #: True when a connection can run nothing else while a stream's cursor is open
     stream_exclusive = False
@@ -339,81 +353,6 @@ class Driver:
             pass
         return False
 
-    def copy_rows(self, cursor: Cursor, table: str, columns: Optional[Sequence[str]],
-                  rows: Iterable[Sequence[Any]]) -> int:
-        """Load ``rows`` into ``table`` inside the open transaction; return the count.
-        By default one multi-row ``executemany`` of an INSERT per chunk of rows."""
-        total = 0
-        sql = None
-        for chunk in chunked(rows, self.copy_chunk):
-            if sql is None:
-                sql = self.insert_sql(table, columns, len(chunk[0]))
-            total += self.executemany(cursor, sql, chunk)
-        return total
-
-    def copy_text(self, cursor: Cursor, table: str, columns: Optional[Sequence[str]],
-                  source: Any) -> int:
-        """Load a file-like object of text-format lines (``adb.copytext``)."""
-        return self.copy_rows(cursor, table, columns, parse(source))
-
-    #: rows per chunk of a bulk load: the most it holds in memory at once
-    copy_chunk = 5000
-
-    def insert_sql(self, table: str, columns: Optional[Sequence[str]], width: int) -> str:
-        """The INSERT that loads one row of ``width`` values."""
-        mark = "?" if self.paramstyle == "qmark" else "%s"
-        return f"INSERT INTO {table}{column_list(columns)} VALUES ({', '.join([mark] * width)})"
-
-    #: how a value is written in the text format (``adb.copytext``)
-    render_value: Callable[[Any], str] = staticmethod(value_text)
-
-    def open_export(self, conn: Connection, sql: Any, params: Any) -> Cursor:
-        """A stream's cursor whose rows are text-format lines (``copy_out``): by
-        default the stream of ``sql``, each row rendered by ``render_value``."""
-        return TextRows(self.open_stream(conn, sql, params), self.render_value)
-
-
-    # -- LISTEN/NOTIFY (adb.listen): the listening connection, in its own thread ------
-
-    #: True when the driver can LISTEN and read notifications as they arrive
-    can_listen = False
-
-    def listen_refusal(self) -> Optional[str]:
-        """Why this Database cannot LISTEN although its driver can, or None: a
-        transaction pooler hands each transaction a different server connection,
-        and a LISTEN lives in one server session."""
-        if self.pooler is not Pooler.TRANSACTION:
-            return None
-        return ("listen() cannot work through a transaction pooler (pooler='transaction'): "
-                "LISTEN belongs to one server session, and the pooler gives each transaction "
-                "whichever server connection is free, so notifications would go to another "
-                "client or nowhere. Listen through a Database connected to the server itself "
-                "(or to a session pooler); notify() works here")
-
-    def listen_connect(self) -> Connection:
-        """Open the listening connection (outside the pool), set up to read
-        notifications; ``connect()`` by default (``on_connect`` runs on it too)."""
-        return self.connect()
-
-    def listen_fileno(self, conn: Connection) -> int:
-        """The socket to wait on for notifications."""
-        raise NotImplementedError(f"{self.name} cannot LISTEN")
-
-    def backend_pid(self, conn: Connection) -> Optional[int]:
-        """The server process serving ``conn``, for ``stats()``; None if unknown."""
-        return None
-
-    def listen_channels(self, conn: Connection, channels: Sequence[str], listen: bool) -> None:
-        """LISTEN (``listen``) or UNLISTEN ``channels`` on ``conn`` (names, unquoted)."""
-        raise NotImplementedError(f"{self.name} cannot LISTEN")
-
-    def read_notifies(self, conn: Connection) -> list[tuple[int, str, str]]:
-        """Every notification that has arrived on ``conn``, in order, as ``(pid,
-        channel, payload)``, without blocking; raises the driver's error when the
-        connection is lost."""
-        raise NotImplementedError(f"{self.name} cannot LISTEN")
-
-
     # -- autobatch (adb.sqltext, adb.worker): how a unit of standalone operations runs --
 
     #: a message longer than this (characters) runs as a transaction instead
@@ -448,7 +387,7 @@ class Driver:
                 cursor.close()
             self.commit(conn)
         except BaseException:
-            self.rollback_quietly(conn)
+            self.rollback_ignoring_errors(conn)
             raise
         return counts
 
@@ -459,8 +398,9 @@ class Driver:
         transaction). Only for drivers whose ``path_of`` says MESSAGE."""
         raise NotImplementedError
 
-    def rollback_quietly(self, conn: Connection) -> None:
-        """Roll back after a failed unit; a broken connection is the caller's to see."""
+    def rollback_ignoring_errors(self, conn: Connection) -> None:
+        """Roll back after a failed unit, ignoring a rollback that fails: the unit's
+        own error is the one raised, and a broken connection is the caller's to see."""
         try:
             self.rollback(conn)
         except Exception:
@@ -470,92 +410,6 @@ class Driver:
     def message_safe(sql: str, line_comment: tuple[str, ...] = ("--",)) -> Path:
         """MESSAGE for a self-contained statement, else TRANSACTION."""
         return Path.MESSAGE if self_contained(sql, line_comment) else Path.TRANSACTION
-
-
-    # -- pipelines (adb.pipeline): standalone statements sent before any result is read --
-
-    #: True when the driver can send several standalone statements before reading
-    #: any result, each keeping its own implicit transaction, result and error
-    pipelines = False
-    #: whether it does when neither ``Database(pipeline=)`` nor ``?pipeline=`` says
-    pipeline_default = False
-    #: the most calls one worker sends as one pipeline; 0: none (set by the engine)
-    pipeline_depth = 0
-    #: what starts a comment to the end of the line in this dialect
-    line_comment: tuple[str, ...] = ("--",)
-
-    def pipeline_safe(self, sql: object) -> bool:
-        """True when ``sql`` may share a pipeline: certainly one statement (a read or
-        DML, every quote closed, no ``;`` inside, no comment, no escape), so that
-        sending it with others can never make it run as more statements than it
-        would alone, nor change how it runs. Anything else runs on its own."""
-        return isinstance(sql, str) and _PIPELINED.match(sql) is not None \
-            and self_contained(sql, self.line_comment)
-
-    def run_pipeline(self, conn: Connection,
-                     statements: list[tuple[str, Any]]) -> list[Answered]:
-        """Send ``statements`` (``(sql, params)`` pairs, each ``pipeline_safe``)
-        before reading any result, each in its own implicit transaction as it would
-        run alone, and return each one's outcome in order. Raises only when the
-        connection fails (then any of them may have run)."""
-        raise NotImplementedError(f"{self.name} cannot pipeline")
-
-
-#: the statements a pipeline may carry: reads and DML
-_PIPELINED = re.compile(r"\s*(select|insert|update|delete|replace|with|values)\s", re.IGNORECASE)
-
-
-class Answered:
-    """One statement's outcome from a pipeline, as the cursor an op (``adb.ops``)
-    reads: ``execute`` raises the statement's own error, or does nothing (it has
-    run); everything else is its result's (``description``, ``rowcount``, rows)."""
-
-    __slots__ = ("result", "error")
-
-    def __init__(self, result: Any, error: Optional[BaseException]) -> None:
-        self.result = result
-        self.error = error
-
-    def execute(self, sql: Any, params: Any = None) -> None:
-        if self.error is not None:
-            raise self.error
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.result, name)
-
-
-class TextRows:
-    """A stream's cursor whose rows come out as text-format lines."""
-
-    description = None
-
-    def __init__(self, cursor: Cursor, render: Callable[[Any], str]) -> None:
-        self.cursor = cursor
-        self.render = render
-
-    def fetchmany(self, size: int) -> list[str]:
-        render = self.render
-        return [line(row, render) for row in self.cursor.fetchmany(size)]
-
-    def close(self) -> None:
-        self.cursor.close()
-
-
-def column_list(columns: Optional[Sequence[str]]) -> str:
-    """`` (a, b)`` after a table name in a bulk load's statement; "" for every column."""
-    return f" ({', '.join(columns)})" if columns else ""
-
-
-def chunked(rows: Iterable[Sequence[Any]], size: int) -> Iterable[list[Sequence[Any]]]:
-    """``rows`` in lists of up to ``size``, read one list at a time."""
-    chunk: list[Sequence[Any]] = []
-    for row in rows:
-        chunk.append(row)
-        if len(chunk) >= size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
 
 
 def unknown_keywords(given: Iterable[str], known: frozenset[str], others: Iterable[str],

@@ -37,8 +37,10 @@ from ..errors import InterfaceError, add_note
 from ..sqltext import Path, without_terminator
 from ..target import Family
 from . import _libpq
-from .base import (ISOLATION_LEVELS, Answered, Connection, Cursor, Driver, DriverInfo, Pooler,
+from .base import (ISOLATION_LEVELS, Connection, Cursor, Driver, DriverInfo, Pooler,
                    ReplicaPosition)
+from .copy import BulkCopy
+from .pipelines import Answered, Pipelines
 
 log = logging.getLogger("adb")
 
@@ -56,13 +58,16 @@ class PsycopgDriver(Driver):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        #: the listening connection -> the notifications its handler received
-        self._received: weakref.WeakKeyDictionary[Connection, list[Any]] = \
-            weakref.WeakKeyDictionary()
         #: every open connection, so that preparing can be stopped on each (pooler_symptom)
         self._open: weakref.WeakSet[Connection] = weakref.WeakSet()
         self._open_lock = threading.Lock()  # workers add to _open while one stops preparing
         self._unprepared = threading.Lock()  # taken once: preparing is off from then on
+        self.copy = PsycopgCopy()
+        self.notifications = PsycopgNotifications(self)
+        self.cancel = PsycopgCancel(self)
+        cursor = self.connect_kwargs.get("cursor_factory", self.dbapi.Cursor)
+        # a pipeline binds server-side: psycopg's plain Cursor only
+        self.pipelines = PsycopgPipelines(self) if cursor is self.dbapi.Cursor else None
 
     @classmethod
     def keywords(cls, dbapi: Any) -> frozenset[str]:
@@ -85,8 +90,6 @@ class PsycopgDriver(Driver):
             kwargs["prepare_threshold"] = _threshold(kwargs["prepare_threshold"])
         elif self.pooler is Pooler.TRANSACTION:
             kwargs["prepare_threshold"] = None  # a prepared statement lives in one server session
-        if kwargs.get("cursor_factory", self.dbapi.Cursor) is not self.dbapi.Cursor:
-            self.pipelines = False  # a pipeline binds server-side, psycopg's plain Cursor
         dsn = str(self.connect_args[0]) if self.connect_args else ""
         _libpq.check_values(kwargs)
         _libpq.with_defaults(kwargs, dsn)
@@ -160,74 +163,6 @@ class PsycopgDriver(Driver):
             return False
         return super().close_stream(cursor, exhausted, keep_transaction)
 
-    def open_export(self, conn: Connection, sql: Any, params: Any) -> Cursor:
-        """``COPY (sql) TO STDOUT``: the server writes the text format itself."""
-        return CopyOut(conn.cursor(), f"COPY ({without_terminator(sql)}) TO STDOUT", params)
-
-    def copy_rows(self, cursor: Cursor, table: str, columns: Optional[Sequence[str]],
-                  rows: Iterable[Sequence[Any]]) -> int:
-        """A binary ``COPY ... FROM STDIN`` while the rows fit the columns' types
-        (``BinaryPlan``), then a text one for the rest: psycopg writes each row as
-        it comes and sends the data in pieces, so memory stays bounded however
-        many rows. Binary spares the server parsing every value's text; where a
-        column's type is not one binary is known to load alike, or a batch holds
-        a value that does not fit it, the text format loads what is left."""
-        rest: Optional[Iterator[Sequence[Any]]] = iter(rows)
-        plan = BinaryPlan.of(cursor, table, columns)
-        total = 0
-        if plan is not None and rest is not None:
-            total, rest = plan.load(cursor, table, columns, rest)
-        if rest is None:
-            return total
-        with cursor.copy(_libpq.copy_from_sql(table, columns)) as copy:
-            write_row = copy.write_row
-            for row in rest:
-                write_row(row)
-        count: int = cursor.rowcount
-        return total + count
-
-    def copy_text(self, cursor: Cursor, table: str, columns: Optional[Sequence[str]],
-                  source: Any) -> int:
-        with cursor.copy(_libpq.copy_from_sql(table, columns)) as copy:
-            for piece in text_chunks(source):
-                copy.write(piece)
-        count: int = cursor.rowcount
-        return count
-
-    can_listen = True
-    listen_channels = _libpq.listen_channels
-    listen_fileno = _libpq.listen_fileno
-    backend_pid = _libpq.backend_pid
-
-    def listen_connect(self) -> Connection:
-        """A connection whose notifications go to a list of its own (``received``):
-        psycopg hands each to its notify handlers, whether it arrived while a
-        statement ran (the LISTEN itself) or was read by ``read_notifies``."""
-        conn = self.connect()
-        received: list[Any] = []
-        conn.add_notify_handler(received.append)
-        self._received[conn] = received
-        return conn
-
-    def read_notifies(self, conn: Connection) -> list[tuple[int, str, str]]:
-        """libpq's non-blocking read (``consume_input``, raising if the connection is
-        gone), then each parsed notification through psycopg's own handler, which
-        decodes it in the connection's encoding and appends it to ``received``."""
-        pgconn = conn.pgconn
-        pgconn.consume_input()
-        handler = pgconn.notify_handler
-        while True:
-            raw = pgconn.notifies()
-            if raw is None:
-                break
-            handler(raw)
-        received = self._received[conn]
-        if not received:
-            return []
-        taken = [(n.pid, n.channel, n.payload) for n in received]
-        del received[:]
-        return taken
-
     def failed_transaction(self, conn: Connection) -> bool:
         return bool(conn.info.transaction_status == self.dbapi.pq.TransactionStatus.INERROR)
 
@@ -242,12 +177,6 @@ class PsycopgDriver(Driver):
 
     def peer_gone(self, conn: Connection) -> bool:
         return _libpq.peer_gone(conn.fileno())
-
-    def cancel(self, conn: Connection) -> None:
-        conn.cancel_safe(timeout=CANCEL_TIMEOUT)
-
-    def abort(self, conn: Connection) -> None:
-        _libpq.shut_down(conn.fileno())
 
     def is_transient(self, exc: BaseException) -> bool:
         return getattr(exc, "sqlstate", None) in _libpq.TRANSIENT_SQLSTATES
@@ -266,7 +195,7 @@ class PsycopgDriver(Driver):
     def run_message(self, conn: Connection, statements: list[tuple[str, Any]]) -> Any:
         """A unit in one round trip: in libpq's pipeline mode (``pipeline`` on) or
         as one simple-protocol message (``client_message``)."""
-        if self.pipeline_depth and self.pipelines:
+        if self.pipeline_depth and self.pipelines is not None:
             return self.pipeline_unit(conn, statements)
         return self.client_message(conn, statements)
 
@@ -323,21 +252,111 @@ class PsycopgDriver(Driver):
         return counts
 
 
-    # -- pipelines (adb.pipeline) ------------------------------------------------------
 
-    pipelines = True
-    #: off unless asked for: measured slower here than one statement at a time (each
-    #: statement's own commit dominates, and a pipelined statement costs psycopg more
-    #: client CPU), see docs/usage.md ("Pipelines")
-    pipeline_default = False
 
-    def run_pipeline(self, conn: Connection,
-                     statements: list[tuple[str, Any]]) -> list[Answered]:
+class PsycopgCopy(BulkCopy):
+    """Bulk loads by ``COPY ... FROM STDIN`` (binary where the rows allow, see
+    ``copy_rows``), exports by ``COPY ... TO STDOUT``."""
+
+    def open_export(self, conn: Connection, sql: Any, params: Any) -> Cursor:
+        """``COPY (sql) TO STDOUT``: the server writes the text format itself."""
+        return CopyOut(conn.cursor(), f"COPY ({without_terminator(sql)}) TO STDOUT", params)
+
+    def copy_rows(self, cursor: Cursor, table: str, columns: Optional[Sequence[str]],
+                  rows: Iterable[Sequence[Any]]) -> int:
+        """A binary ``COPY ... FROM STDIN`` while the rows fit the columns' types
+        (``BinaryPlan``), then a text one for the rest: psycopg writes each row as
+        it comes and sends the data in pieces, so memory stays bounded however
+        many rows. Binary spares the server parsing every value's text; where a
+        column's type is not one binary is known to load alike, or a batch holds
+        a value that does not fit it, the text format loads what is left."""
+        rest: Optional[Iterator[Sequence[Any]]] = iter(rows)
+        plan = BinaryPlan.of(cursor, table, columns)
+        total = 0
+        if plan is not None and rest is not None:
+            total, rest = plan.load(cursor, table, columns, rest)
+        if rest is None:
+            return total
+        with cursor.copy(_libpq.copy_from_sql(table, columns)) as copy:
+            write_row = copy.write_row
+            for row in rest:
+                write_row(row)
+        count: int = cursor.rowcount
+        return total + count
+
+    def copy_text(self, cursor: Cursor, table: str, columns: Optional[Sequence[str]],
+                  source: Any) -> int:
+        with cursor.copy(_libpq.copy_from_sql(table, columns)) as copy:
+            for piece in text_chunks(source):
+                copy.write(piece)
+        count: int = cursor.rowcount
+        return count
+
+
+class PsycopgNotifications(_libpq.LibpqNotifications):
+    """psycopg hands each notification to the connection's notify handlers: here,
+    a list per listening connection (``received``)."""
+
+    def __init__(self, driver: Driver) -> None:
+        super().__init__(driver)
+        #: the listening connection -> the notifications its handler received
+        self.received: weakref.WeakKeyDictionary[Connection, list[Any]] = \
+            weakref.WeakKeyDictionary()
+
+    def connect(self) -> Connection:
+        """A connection whose notifications go to a list of its own (``received``):
+        psycopg hands each to its notify handlers, whether it arrived while a
+        statement ran (the LISTEN itself) or was read by ``read``."""
+        conn = self.driver.connect()
+        received: list[Any] = []
+        conn.add_notify_handler(received.append)
+        self.received[conn] = received
+        return conn
+
+    def read(self, conn: Connection) -> list[tuple[int, str, str]]:
+        """libpq's non-blocking read (``consume_input``, raising if the connection is
+        gone), then each parsed notification through psycopg's own handler, which
+        decodes it in the connection's encoding and appends it to ``received``."""
+        pgconn = conn.pgconn
+        pgconn.consume_input()
+        handler = pgconn.notify_handler
+        while True:
+            raw = pgconn.notifies()
+            if raw is None:
+                break
+            handler(raw)
+        received = self.received[conn]
+        if not received:
+            return []
+        taken = [(n.pid, n.channel, n.payload) for n in received]
+        del received[:]
+        return taken
+
+
+class PsycopgCancel(_libpq.LibpqCancel):
+    """psycopg's ``cancel_safe()``: PostgreSQL's cancel protocol, waited for
+    without holding the GIL, bounded by ``CANCEL_TIMEOUT``."""
+
+    def cancel(self, conn: Connection) -> None:
+        conn.cancel_safe(timeout=CANCEL_TIMEOUT)
+
+
+class PsycopgPipelines(Pipelines):
+    """libpq's pipeline mode. Off unless asked for: measured slower here than one
+    statement at a time (each statement's own commit dominates, and a pipelined
+    statement costs psycopg more client CPU), see docs/usage.md ("Pipelines")."""
+
+    default = False
+
+    def __init__(self, driver: Driver) -> None:
+        self.driver = driver
+
+    def run(self, conn: Connection, statements: list[tuple[str, Any]]) -> list[Answered]:
         """libpq's pipeline mode with a Sync after every statement: each is its own
         implicit transaction (autocommit, as alone), an error aborts nothing but
         its own statement, and every result comes back in one round trip. Each
         statement gets a cursor that keeps its own error (``_answering_cursor``)."""
-        cursor_class = _answering_cursor(self.dbapi)
+        cursor_class = _answering_cursor(self.driver.dbapi)
         cursors = []
         with conn.pipeline() as pipeline:
             for sql, params in statements:
@@ -346,7 +365,7 @@ class PsycopgDriver(Driver):
                 try:
                     cursor.execute(sql, params)
                 except Exception as exc:  # refused before it was sent (its parameters)
-                    if self.is_disconnect(exc, conn):
+                    if self.driver.is_disconnect(exc, conn):
                         raise
                     cursor.error = exc
                     continue

@@ -30,6 +30,7 @@ from . import _libpq
 from ..copytext import RowReader
 from .base import (ISOLATION_LEVELS, Connection, Cursor, Driver, DriverInfo, Pooler,
                    ReplicaPosition)
+from .copy import InsertCopy
 
 log = logging.getLogger("adb")
 
@@ -81,9 +82,12 @@ class Psycopg2Driver(Driver):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        #: each open connection's cancel key, through a pooler (see ``cancel``)
+        #: each open connection's cancel key, through a pooler (``Psycopg2Cancel``)
         self.cancel_keys: weakref.WeakKeyDictionary[Connection, CancelKey] = \
             weakref.WeakKeyDictionary()
+        self.copy = Psycopg2Copy(self)
+        self.notifications = Psycopg2Notifications(self)
+        self.cancel = Psycopg2Cancel(self)
 
     def enable_autobatch(self) -> None:
         self.guarded: weakref.WeakSet[Connection] = weakref.WeakSet()  # guard prepared on these
@@ -142,46 +146,6 @@ class Psycopg2Driver(Driver):
     isolation_levels = frozenset(ISOLATION_LEVELS)
     stream_cursor = _libpq.stream_cursor
 
-    def copy_rows(self, cursor: Cursor, table: str, columns: Optional[Sequence[str]],
-                  rows: Iterable[Sequence[Any]]) -> int:
-        """One ``COPY ... FROM STDIN`` in the text format, reading a file that renders
-        the rows as ``copy_expert`` asks for them (``RowReader``): each piece is
-        sent as soon as it is rendered, so the server ingests one while the next
-        is rendered, and no more than one piece is held. What the source raises
-        fails the COPY and is raised as it was."""
-        reader = RowReader(rows, rows_per_read=COPY_ROWS_PER_READ)
-        try:
-            cursor.copy_expert(_libpq.copy_from_sql(table, columns), reader, COPY_READ_SIZE)
-        except self.dbapi.Error:
-            if reader.error is not None:  # psycopg2 ended the COPY with it: raise it as is
-                raise reader.error from None
-            raise
-        count: int = cursor.rowcount
-        return count
-
-    def copy_text(self, cursor: Cursor, table: str, columns: Optional[Sequence[str]],
-                  source: Any) -> int:
-        """One ``COPY ... FROM STDIN`` that reads ``source`` piece by piece."""
-        cursor.copy_expert(_libpq.copy_from_sql(table, columns), source)
-        count: int = cursor.rowcount
-        return count
-
-    can_listen = True
-    listen_channels = _libpq.listen_channels
-    listen_fileno = _libpq.listen_fileno
-    backend_pid = _libpq.backend_pid
-
-    def read_notifies(self, conn: Connection) -> list[tuple[int, str, str]]:
-        """``poll()`` reads what the socket holds (raising if the connection is gone)
-        and appends each notification to ``conn.notifies``, which is emptied here."""
-        conn.poll()
-        notifies = conn.notifies
-        if not notifies:
-            return []
-        taken = [(n.pid, n.channel, n.payload) for n in notifies]
-        del notifies[:]
-        return taken
-
     def failed_transaction(self, conn: Connection) -> bool:
         from psycopg2.extensions import TRANSACTION_STATUS_INERROR
         return bool(conn.info.transaction_status == TRANSACTION_STATUS_INERROR)
@@ -206,34 +170,6 @@ class Psycopg2Driver(Driver):
 
     def peer_gone(self, conn: Connection) -> bool:
         return _libpq.peer_gone(conn.fileno())
-
-    def cancel(self, conn: Connection) -> None:
-        """``pg_cancel_backend`` from a side connection; through a pooler,
-        PostgreSQL's cancel request with the connection's ``CancelKey``. (psycopg2's
-        own ``cancel()`` holds the GIL while it waits for the server: one
-        unresponsive server would freeze the whole process.)"""
-        key = self.cancel_keys.get(conn)
-        if key is not None:
-            key.send(self.dbapi.OperationalError)
-            return
-        pid = conn.info.backend_pid
-        side = self.dbapi.connect(*self.connect_args, **{**self.connect_kwargs,
-                                                          "connect_timeout": 2})
-        try:
-            side.autocommit = True
-            with side.cursor() as cursor:
-                cursor.execute("select pg_cancel_backend(%s)", (pid,))
-                reached = cursor.fetchone()[0]
-        finally:
-            side.close()
-        if not reached:
-            log.warning(
-                "%s: the cancel reached no server process (pid %s is not a backend): if the "
-                "connection goes through a pooler such as pgbouncer, pass Database(pooler=...)",
-                self.target, pid)
-
-    def abort(self, conn: Connection) -> None:
-        _libpq.shut_down(conn.fileno())
 
     def is_transient(self, exc: BaseException) -> bool:
         return getattr(exc, "pgcode", None) in _libpq.TRANSIENT_SQLSTATES
@@ -319,6 +255,87 @@ class Psycopg2Driver(Driver):
             except self.dbapi.errors.DuplicatePreparedStatement:
                 pass
             self.guarded.add(conn)
+
+
+class Psycopg2Copy(InsertCopy):
+    """Bulk loads by ``COPY ... FROM STDIN`` (``copy_expert``); exports as the
+    stream of the query, each row rendered."""
+
+    def __init__(self, driver: Psycopg2Driver) -> None:
+        super().__init__(driver)
+        self.dbapi = driver.dbapi
+
+    def copy_rows(self, cursor: Cursor, table: str, columns: Optional[Sequence[str]],
+                  rows: Iterable[Sequence[Any]]) -> int:
+        """One ``COPY ... FROM STDIN`` in the text format, reading a file that renders
+        the rows as ``copy_expert`` asks for them (``RowReader``): each piece is
+        sent as soon as it is rendered, so the server ingests one while the next
+        is rendered, and no more than one piece is held. What the source raises
+        fails the COPY and is raised as it was."""
+        reader = RowReader(rows, rows_per_read=COPY_ROWS_PER_READ)
+        try:
+            cursor.copy_expert(_libpq.copy_from_sql(table, columns), reader, COPY_READ_SIZE)
+        except self.dbapi.Error:
+            if reader.error is not None:  # psycopg2 ended the COPY with it: raise it as is
+                raise reader.error from None
+            raise
+        count: int = cursor.rowcount
+        return count
+
+    def copy_text(self, cursor: Cursor, table: str, columns: Optional[Sequence[str]],
+                  source: Any) -> int:
+        """One ``COPY ... FROM STDIN`` that reads ``source`` piece by piece."""
+        cursor.copy_expert(_libpq.copy_from_sql(table, columns), source)
+        count: int = cursor.rowcount
+        return count
+
+
+class Psycopg2Notifications(_libpq.LibpqNotifications):
+    """psycopg2 reads what has arrived with ``poll()``."""
+
+    def read(self, conn: Connection) -> list[tuple[int, str, str]]:
+        """``poll()`` reads what the socket holds (raising if the connection is gone)
+        and appends each notification to ``conn.notifies``, which is emptied here."""
+        conn.poll()
+        notifies = conn.notifies
+        if not notifies:
+            return []
+        taken = [(n.pid, n.channel, n.payload) for n in notifies]
+        del notifies[:]
+        return taken
+
+
+class Psycopg2Cancel(_libpq.LibpqCancel):
+    """``pg_cancel_backend`` from a side connection; through a pooler, PostgreSQL's
+    cancel request with the connection's ``CancelKey``."""
+
+    def __init__(self, driver: Psycopg2Driver) -> None:
+        super().__init__(driver)
+        self.psycopg2 = driver
+
+    def cancel(self, conn: Connection) -> None:
+        """(psycopg2's own ``cancel()`` holds the GIL while it waits for the server:
+        one unresponsive server would freeze the whole process.)"""
+        driver = self.psycopg2
+        key = driver.cancel_keys.get(conn)
+        if key is not None:
+            key.send(driver.dbapi.OperationalError)
+            return
+        pid = conn.info.backend_pid
+        side = driver.dbapi.connect(*driver.connect_args, **{**driver.connect_kwargs,
+                                                              "connect_timeout": 2})
+        try:
+            side.autocommit = True
+            with side.cursor() as cursor:
+                cursor.execute("select pg_cancel_backend(%s)", (pid,))
+                reached = cursor.fetchone()[0]
+        finally:
+            side.close()
+        if not reached:
+            log.warning(
+                "%s: the cancel reached no server process (pid %s is not a backend): if the "
+                "connection goes through a pooler such as pgbouncer, pass Database(pooler=...)",
+                driver.target, pid)
 
 
 class CancelKey:

@@ -17,11 +17,12 @@ from ..copytext import RowReader, mysql_value_text
 from ..errors import InterfaceError
 from ..sqltext import Path, without_terminator
 from ..target import Family
-from .base import (ISOLATION_LEVELS, Answered, Connection, Cursor, Driver, DriverInfo,
-                   ReplicaPosition, TextRows, answers, column_list, readable)
-
-#: ``target_session_attrs`` (libpq's name) for a host list: what a host must be to be used
-SESSION_ATTRS = ("any", "read-write", "read-only")
+from .base import (ISOLATION_LEVELS, Connection, Cursor, Driver, DriverInfo, ReplicaPosition,
+                   answers, readable)
+from .cancel import Cancel, shut_down
+from .copy import InsertCopy, TextRows, column_list
+from .galera import SESSION_ATTRS, GaleraCluster, galera_state
+from .pipelines import Answered, Pipelines
 
 #: MySQL errors after which a connect can only fail again, and what adb calls them
 _REJECTIONS = {1044: "the server refused access to the database",
@@ -43,6 +44,14 @@ class PyMySQLDriver(Driver):
     #: the hosts to try in order (several from a multi-host URL), and what one must be
     hosts: list[tuple[Optional[str], Optional[int]]] = [(None, None)]
     session_attrs = "any"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.copy = MySQLCopy(self)
+        self.cancel = KillQuery(self)
+        self.pipelines = MySQLPipelines(self) if _speaks_messages(self.dbapi) else None
+        if self.session_attrs != "any" or len(self.hosts) > 1:  # a choice, or a demand
+            self.cluster = GaleraCluster(self.session_attrs)
 
     @classmethod
     def keywords(cls, dbapi: Any) -> Optional[frozenset[str]]:
@@ -66,13 +75,13 @@ class PyMySQLDriver(Driver):
                 kwargs[key] = kwargs.pop(alias)
         kwargs.setdefault("charset", "utf8mb4")
         kwargs["autocommit"] = True
-        self.pipelines = _speaks_messages(self.dbapi)
         return super().check(kwargs)
 
     def open(self) -> Connection:
-        """A connection to the first host of the list that accepts one, serves
-        (a Galera node out of its cluster does not) and has the
-        ``target_session_attrs`` asked for (PyMySQL itself takes one host)."""
+        """A connection to the first host of the list that accepts one and that
+        the ``cluster`` (if the URL asks for a choice) does not refuse: a Galera
+        node out of its cluster, a server without the ``target_session_attrs``
+        asked for (PyMySQL itself takes one host)."""
         failures = []
         for host, port in self.hosts:
             try:
@@ -81,7 +90,7 @@ class PyMySQLDriver(Driver):
                 failures.append((host, port, exc))
                 continue
             try:
-                refusal = self._refusal(conn)
+                refusal = None if self.cluster is None else self.cluster.refusal(conn)
             except self.dbapi.Error as exc:  # e.g. 1047: the node is not ready
                 refusal = str(exc)
             if refusal is None:
@@ -131,31 +140,12 @@ class PyMySQLDriver(Driver):
                 sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), value)
         return conn
 
-    def _refusal(self, conn: Connection) -> Optional[str]:
-        """Why ``conn``'s server is not to be used: out of its Galera cluster, or
-        without the session attributes asked for. Asked only where there is a
-        choice (a host list) or a demand (``target_session_attrs``)."""
-        if self.session_attrs == "any" and len(self.hosts) == 1:
-            return None
-        with conn.cursor() as cursor:
-            galera = _galera_state(cursor)
-            if galera is not None and not galera.serves:
-                return f"the Galera node does not serve: {galera}"
-            if self.session_attrs == "any":
-                return None
-            cursor.execute("select @@global.read_only")
-            read_only = bool(cursor.fetchone()[0])
-        if read_only == (self.session_attrs == "read-only"):
-            return None
-        return f"the server is {'read-only' if read_only else 'read-write'}, " \
-               f"not {self.session_attrs} (target_session_attrs)"
-
     def replica_position(self, conn: Connection) -> ReplicaPosition:
         """A Galera node serves while it is Synced (its lag is what flow control
         allows: 0 here); a replication replica while both its threads run, its lag
         ``Seconds_Behind_Master``; any other server is up to date."""
         with conn.cursor() as cursor:
-            galera = _galera_state(cursor)
+            galera = galera_state(cursor)
             if galera is not None:
                 if not galera.synced:
                     raise self.dbapi.OperationalError(1047, f"the Galera node is not synced: "
@@ -182,19 +172,6 @@ class PyMySQLDriver(Driver):
 
     def peer_gone(self, conn: Connection) -> bool:
         return readable(conn._sock.fileno())
-
-    def cancel(self, conn: Connection) -> None:
-        """KILL QUERY from a side connection (MySQL has no in-band cancel)."""
-        side = self.dbapi.connect(**{**self.connect_kwargs, "host": conn.host,
-                                     "port": conn.port, "connect_timeout": 5})
-        try:
-            with side.cursor() as cursor:
-                cursor.execute("KILL QUERY %s", (conn.thread_id(),))
-        finally:
-            side.close()
-
-    def socket_of(self, conn: Connection) -> Any:
-        return conn._sock
 
     def fetchall(self, cursor: Cursor) -> list[Any]:
         return list(cursor.fetchall())
@@ -232,7 +209,6 @@ class PyMySQLDriver(Driver):
 
     #: an unbuffered result must be read to its end before the connection runs anything else
     stream_exclusive = True
-    render_value = staticmethod(mysql_value_text)
 
     def begin_read_only(self, conn: Connection) -> None:
         with conn.cursor() as cursor:
@@ -274,50 +250,6 @@ class PyMySQLDriver(Driver):
         cursor.connection = None
         return True
 
-    @property
-    def local_infile(self) -> bool:
-        """True when the connections may send files (``local_infile=1``)."""
-        return bool(self.connect_kwargs.get("local_infile"))
-
-    def copy_rows(self, cursor: Cursor, table: str, columns: Optional[Sequence[str]],
-                  rows: Iterable[Sequence[Any]]) -> int:
-        """One ``LOAD DATA LOCAL INFILE`` reading a pipe that a thread fills with the
-        rows' text as it renders them (``PipeFeed``), when the Database was opened
-        with ``local_infile=1`` (about twice the rate of multi-row INSERTs here):
-        rendering overlaps the server's work and nothing is written to disk.
-        Otherwise PyMySQL's multi-row INSERTs. (A file to load is parsed into rows
-        first, by ``copy_text``: MariaDB reads some escapes of the text format,
-        ``\\f \\v`` and octal, differently from PostgreSQL.)"""
-        if not self.local_infile:
-            return super().copy_rows(cursor, table, columns, rows)
-        conn = cursor.connection
-        with PipeFeed(RowReader(rows, self.render_value, encoding="utf-8")) as feed:
-            try:
-                cursor.execute(f"LOAD DATA LOCAL INFILE %s INTO TABLE {table} "
-                               f"CHARACTER SET utf8mb4{column_list(columns)}", (feed.path,))
-            except BaseException as exc:
-                feed.stop()
-                if not isinstance(exc, self.dbapi.Error) and self.is_closed(conn):
-                    # PyMySQL's end of a file it failed to send can trip on its closed socket
-                    raise self.dbapi.err.OperationalError(
-                        2013, f"Lost connection to server during LOAD DATA ({exc!r})") from exc
-                raise
-            feed.finish()
-        return self.check_loaded(cursor, table, feed.reader.count)
-
-    def check_loaded(self, cursor: Cursor, table: str, expected: int) -> int:
-        """The count of a LOAD DATA just run. With LOCAL the server turns a bad row
-        into a warning and goes on, so any warning, or a count short of
-        ``expected``, fails the load (the transaction then rolls back)."""
-        count: int = cursor.rowcount
-        if cursor.warning_count or count != expected:
-            cursor.execute("SHOW WARNINGS LIMIT 5")
-            said = "; ".join(f"{level} {code}: {message}"
-                             for level, code, message in cursor.fetchall())
-            raise self.dbapi.err.DataError(
-                f"LOAD DATA loaded {count} of {expected} rows into {table} ({said})")
-        return count
-
     def enable_autobatch(self) -> None:
         self.multi_statements = True
 
@@ -345,21 +277,103 @@ class PyMySQLDriver(Driver):
                     counts.append(cursor.rowcount)
                 cursor.nextset()  # the COMMIT's
             except BaseException:
-                self.rollback_quietly(conn)
+                self.rollback_ignoring_errors(conn)
                 raise
         finally:
             cursor.close()
         return counts
 
 
-    # -- pipelines (adb.pipeline) ------------------------------------------------------
 
-    pipelines = True
-    pipeline_default = True
+
+class KillQuery(Cancel):
+    """MySQL has no in-band cancel: ``KILL QUERY`` from a side connection; a
+    connection is cut by shutting its socket down."""
+
+    def __init__(self, driver: PyMySQLDriver) -> None:
+        self.driver = driver
+
+    def cancel(self, conn: Connection) -> None:
+        """KILL QUERY from a side connection to the server ``conn`` went to."""
+        side = self.driver.dbapi.connect(**{**self.driver.connect_kwargs, "host": conn.host,
+                                            "port": conn.port, "connect_timeout": 5})
+        try:
+            with side.cursor() as cursor:
+                cursor.execute("KILL QUERY %s", (conn.thread_id(),))
+        finally:
+            side.close()
+
+    def abort(self, conn: Connection) -> None:
+        if conn._sock is not None:
+            shut_down(conn._sock)
+
+
+class MySQLCopy(InsertCopy):
+    """Bulk loads by ``LOAD DATA LOCAL INFILE`` where the Database allows it
+    (``local_infile=1``), else multi-row INSERTs; values rendered as MySQL reads them."""
+
+    render_value = staticmethod(mysql_value_text)
+
+    def __init__(self, driver: PyMySQLDriver) -> None:
+        super().__init__(driver)
+        self.mysql = driver
+
+    @property
+    def local_infile(self) -> bool:
+        """True when the connections may send files (``local_infile=1``)."""
+        return bool(self.mysql.connect_kwargs.get("local_infile"))
+
+    def copy_rows(self, cursor: Cursor, table: str, columns: Optional[Sequence[str]],
+                  rows: Iterable[Sequence[Any]]) -> int:
+        """One ``LOAD DATA LOCAL INFILE`` reading a pipe that a thread fills with the
+        rows' text as it renders them (``PipeFeed``), when the Database was opened
+        with ``local_infile=1`` (about twice the rate of multi-row INSERTs here):
+        rendering overlaps the server's work and nothing is written to disk.
+        Otherwise PyMySQL's multi-row INSERTs. (A file to load is parsed into rows
+        first, by ``copy_text``: MariaDB reads some escapes of the text format,
+        ``\\f \\v`` and octal, differently from PostgreSQL.)"""
+        if not self.local_infile:
+            return super().copy_rows(cursor, table, columns, rows)
+        conn = cursor.connection
+        with PipeFeed(RowReader(rows, self.render_value, encoding="utf-8")) as feed:
+            try:
+                cursor.execute(f"LOAD DATA LOCAL INFILE %s INTO TABLE {table} "
+                               f"CHARACTER SET utf8mb4{column_list(columns)}", (feed.path,))
+            except BaseException as exc:
+                feed.stop()
+                if not isinstance(exc, self.mysql.dbapi.Error) and self.mysql.is_closed(conn):
+                    # PyMySQL's end of a file it failed to send can trip on its closed socket
+                    raise self.mysql.dbapi.err.OperationalError(
+                        2013, f"Lost connection to server during LOAD DATA ({exc!r})") from exc
+                raise
+            feed.finish()
+        return self.check_loaded(cursor, table, feed.reader.count)
+
+    def check_loaded(self, cursor: Cursor, table: str, expected: int) -> int:
+        """The count of a LOAD DATA just run. With LOCAL the server turns a bad row
+        into a warning and goes on, so any warning, or a count short of
+        ``expected``, fails the load (the transaction then rolls back)."""
+        count: int = cursor.rowcount
+        if cursor.warning_count or count != expected:
+            cursor.execute("SHOW WARNINGS LIMIT 5")
+            said = "; ".join(f"{level} {code}: {message}"
+                             for level, code, message in cursor.fetchall())
+            raise self.mysql.dbapi.err.DataError(
+                f"LOAD DATA loaded {count} of {expected} rows into {table} ({said})")
+        return count
+
+
+class MySQLPipelines(Pipelines):
+    """Multi-statement messages (on by default: faster here than one statement at
+    a time); ``#`` starts a comment too."""
+
+    default = True
     line_comment = ("--", "#")
 
-    def run_pipeline(self, conn: Connection,
-                     statements: list[tuple[str, Any]]) -> list[Answered]:
+    def __init__(self, driver: PyMySQLDriver) -> None:
+        self.driver = driver
+
+    def run(self, conn: Connection, statements: list[tuple[str, Any]]) -> list[Answered]:
         """Multi-statement messages, each statement rendered by PyMySQL's own
         escaping (``mogrify``, what ``execute`` does) and run by the server in its
         own implicit transaction (autocommit), as alone. The server stops a message
@@ -386,14 +400,14 @@ class PyMySQLDriver(Driver):
                 if not texts:
                     return [Answered(None, exc)]
                 break
-            if texts and size + len(text) >= self.max_message:
+            if texts and size + len(text) >= self.driver.max_message:
                 break
             texts.append(text)
             size += len(text) + 1
         count = len(texts)
         if count == 1:
             return [self._alone(cursor, texts[0])]
-        toggle = not self.multi_statements
+        toggle = not self.driver.multi_statements
         if toggle:
             conn._execute_command(_COM_SET_OPTION, _MULTI_ON)
         conn._execute_command(_COM_QUERY, ";".join(texts[:count]))
@@ -411,8 +425,8 @@ class PyMySQLDriver(Driver):
             answered.append(_snapshot(cursor))
             while len(answered) < count and cursor.nextset():
                 answered.append(_snapshot(cursor))
-        except self.dbapi.err.MySQLError as exc:
-            if self.is_disconnect(exc, conn):
+        except self.driver.dbapi.err.MySQLError as exc:
+            if self.driver.is_disconnect(exc, conn):
                 raise
             answered.append(Answered(None, exc))  # the server stopped here
         if toggle:
@@ -423,8 +437,8 @@ class PyMySQLDriver(Driver):
     def _alone(self, cursor: Cursor, text: str) -> Answered:
         try:
             cursor.execute(text)
-        except self.dbapi.err.MySQLError as exc:
-            if self.is_disconnect(exc, cursor.connection):
+        except self.driver.dbapi.err.MySQLError as exc:
+            if self.driver.is_disconnect(exc, cursor.connection):
                 raise
             return Answered(None, exc)
         return _snapshot(cursor)
@@ -488,26 +502,6 @@ _MULTI_ON, _MULTI_OFF = struct.pack("<H", 0), struct.pack("<H", 1)
 _TRANSIENT_ERRNOS = frozenset({(1213,), (1205,), (1020,), (1047,)})
 
 
-class GaleraState(NamedTuple):
-    """A Galera node's own word on whether it serves (``wsrep_*`` status)."""
-
-    state: str  # wsrep_local_state_comment: Synced, Donor/Desynced, Joining, ...
-    ready: str  # wsrep_ready: ON once the node takes queries
-
-    @property
-    def serves(self) -> bool:
-        """It takes queries (a desynced donor too): a host list may use it."""
-        return self.ready == "ON"
-
-    @property
-    def synced(self) -> bool:
-        """It serves and is up to date with the cluster: it may serve replica reads."""
-        return self.serves and self.state == "Synced"
-
-    def __str__(self) -> str:
-        return f"{self.state}, wsrep_ready={self.ready}"
-
-
 class PipeFeed:
     """A pipe that a thread fills from a ``RowReader``, for a LOAD DATA to read by
     its path (``/dev/fd/N``, the pipe's read end): the rows are rendered while the
@@ -556,20 +550,6 @@ class PipeFeed:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def _galera_state(cursor: Cursor) -> Optional[GaleraState]:
-    """The node's Galera state, or None on a server with wsrep off (or no Galera)."""
-    cursor.execute("show global variables like 'wsrep_on'")
-    row = cursor.fetchone()
-    if row is None or row[1] != "ON":
-        return None
-    status = {}
-    for name in ("wsrep_local_state_comment", "wsrep_ready"):
-        cursor.execute(f"show global status like '{name}'")
-        found = cursor.fetchone()
-        status[name] = found[1] if found else "?"
-    return GaleraState(status["wsrep_local_state_comment"], status["wsrep_ready"])
 
 
 def _host_list(kwargs: dict[str, Any]) -> list[tuple[Optional[str], Optional[int]]]:

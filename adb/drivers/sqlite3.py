@@ -19,6 +19,7 @@ from typing import Any, Optional
 from ..errors import InterfaceError
 from ..target import Family
 from .base import ISOLATION_LEVELS, Connection, Driver, DriverInfo
+from .cancel import Cancel
 
 _PRAGMAS = {"journal_mode": "wal", "synchronous": "normal"}
 _PRAGMA_VALUES = {
@@ -77,6 +78,7 @@ class SQLiteDriver(Driver):
         #: the connections (by id: they take no weak reference) in a read-only
         #: transaction, whose ``query_only`` is on until it ends
         self._read_only: set[int] = set()
+        self.cancel = Interrupt()
 
     def open(self) -> Connection:
         conn = super().open()
@@ -134,11 +136,6 @@ class SQLiteDriver(Driver):
             return True
         return False
 
-    def cancel(self, conn: Connection) -> None:
-        conn.interrupt()
-
-    abort = cancel
-
     def is_transient(self, exc: BaseException) -> bool:
         """SQLITE_BUSY or SQLITE_LOCKED (and their extended codes): another connection
         held the lock longer than the busy ``timeout``."""
@@ -158,6 +155,17 @@ class SQLiteDriver(Driver):
 
     def is_disconnect(self, exc: BaseException, conn: Connection) -> bool:
         return isinstance(exc, self.dbapi.ProgrammingError) and "closed" in str(exc)
+
+
+class Interrupt(Cancel):
+    """``interrupt()``, which SQLite lets another thread call: the running
+    statement stops at its next step. Cutting a connection is the same call (a
+    file has no socket to cut)."""
+
+    def cancel(self, conn: Connection) -> None:
+        conn.interrupt()
+
+    abort = cancel
 
 
 DRIVER = SQLiteDriver
