@@ -107,7 +107,7 @@ def test_a_wrong_result_is_an_error_not_a_figure(tmp_path):
     ok, figures, error = harness.run_once("adb-asyncio", scenario, url, 50, 2, 60)
     assert not ok and error == "wrong result: 50 calls reported success, not 51"
     runs = [harness.Run("a", 1, False, figures, error), harness.Run("a", 2, True, figures)]
-    summary = harness.summarise(runs)
+    summary = harness.summary_of(runs)
     assert summary["a"]["errors"] == [error] and summary["a"]["rows_per_s"]["median"] > 0
 
 
