@@ -1,4 +1,6 @@
 """Bulk loads and exports: ``copy_in`` and ``copy_out`` on every front-end x every driver.
+The loader is adb/bulk.py (its steps, chunks and rollback); test_copy_paths.py has
+how each driver sends a load (adb/copytext.py, the drivers' copy paths).
 
 ``db`` (conftest) is asyncio, Tornado, adb.sync or Twisted on psycopg2, psycopg 3,
 PyMySQL or sqlite3, with an empty table ``db.table`` (userid int primary key, data
