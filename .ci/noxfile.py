@@ -12,7 +12,7 @@ CI fails when any of them fails. By hand: ``.venv/bin/nox -f .ci/noxfile.py -s c
 
 Interpreters are found on ``PATH`` (``python3.12``) or under pyenv's
 ``~/.pyenv/versions``; a supported one that is missing is reported with how to get it.
-``SUPPORTED`` is what ``setup.cfg`` declares (``tests/test_matrix.py`` holds them equal).
+``SUPPORTED`` is what ``setup.cfg`` declares (``tests/project/test_matrix.py`` holds them equal).
 """
 
 from __future__ import annotations
@@ -28,9 +28,11 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 SUPPORTED = ("3.10", "3.11", "3.12", "3.13")
 DEFAULT = f"{sys.version_info.major}.{sys.version_info.minor}"
 #: the core contract: the public contract on every front-end and each front-end's own tests
-CORE = ("tests/test_spec.py", "tests/test_sync.py", "tests/test_tornado.py",
-        "tests/test_twisted.py", "tests/test_twisted_adbapi.py", "tests/test_adisp_compat.py",
-        "tests/test_savepoint.py", "tests/test_retry.py", "tests/test_stream.py")
+CORE = ("tests/contract/test_spec.py", "tests/contract/test_sync.py",
+        "tests/contract/test_tornado.py", "tests/contract/test_twisted.py",
+        "tests/adbapi/test_twisted_adbapi.py", "tests/contract/test_adisp_compat.py",
+        "tests/features/test_savepoint.py", "tests/features/test_retry.py",
+        "tests/features/test_stream.py")
 #: SQLite and PostgreSQL only (psycopg2 and psycopg 3); MariaDB runs on the default one
 CORE_SERVERS = "not mysql"
 

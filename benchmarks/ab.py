@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -196,21 +195,6 @@ def revision(tree: str) -> str:
                      else "")
 
 
-def summarise(runs: Sequence[dict[str, Any]], names: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """Per tree: the errors, and median, min, max and every value of each metric."""
-    summary: dict[str, dict[str, Any]] = {}
-    for name in names:
-        entry = summary[name] = {"errors": [f"round {r['round']} {r['what']}: {r['error']}"
-                                            for r in runs if r["tree"] == name and r["error"]]}
-        for key, _, _ in METRICS:
-            values = [r["figures"][key] for r in runs if r["tree"] == name
-                      and r["figures"] and r["figures"].get(key) is not None]
-            if values:
-                entry[key] = {"median": statistics.median(values), "min": min(values),
-                              "max": max(values), "values": values}
-    return summary
-
-
 def table(summary: dict[str, dict[str, Any]], names: Sequence[str]) -> str:
     """A metric per line: each tree's median (min-max), then each tree's ratio to
     the first's."""
@@ -291,7 +275,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                           + (error or ", ".join(f"{k} {v:,.1f}" for k, v in (figures or {}).items()
                                                 if isinstance(v, float))),
                           file=sys.stderr, flush=True)
-    summary = summarise(runs, names)
+    from .harness import Measured, summarise  # the parent's own (the child is a script)
+    summary = summarise((Measured(r["tree"], r["figures"], f"round {r['round']} {r['what']}: "
+                                  f"{r['error']}" if r["error"] else None) for r in runs),
+                        names, keys=[key for key, _, _ in METRICS], values=True)
     print(f"\n{args.calls:,} queued calls, {args.rows:,}-row burst, pool {POOL_SIZE}, "
           f"{args.rounds} round(s) on {url.split('@')[-1] if args.dburl else 'SQLite'}"
           + (", autobatch" if args.autobatch else ""))

@@ -246,7 +246,7 @@ def measure(args: argparse.Namespace, url: str) -> Outcome:
     ui = ProgressUI(max((len(e.name) for e in matrix), default=10), args.fields[0])
     runs = harness.run_matrix(matrix, scenario, url, args.rows, args.repeat, args.timeout, ui,
                               args.options)
-    summary = harness.summarise(runs)
+    summary = harness.summary_of(runs)
     env = environment(scenario, url)
     text = report.table(summary, unavailable, args.fields, scenario.baselines, scenario.roster)
     title = f"{scenario.name}, {setting},\n{short_server(env['server'])}, {env['cpu_count']} CPUs"

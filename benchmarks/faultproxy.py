@@ -1,6 +1,6 @@
 """A loopback TCP proxy that injects network faults between a client and a server.
 
-Shared by adb's fault tests (tests/test_faults.py) and the ``faults`` benchmark
+Shared by adb's fault tests (tests/faults/test_faults.py) and the ``faults`` benchmark
 scenario, which runs the same faults against adb and its peers. No root needed. ``FaultProxy(target_host, target_port)`` listens on 127.0.0.1
 (``proxy.port``) and forwards; faults: ``cut()`` resets every open connection,
 ``blackhole(True)`` keeps sockets open but forwards nothing, ``delay(s)`` holds

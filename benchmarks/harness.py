@@ -15,7 +15,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Optional, Protocol, Sequence
+from typing import Any, Iterable, Mapping, Optional, Protocol, Sequence
 
 from .report import Summary
 from .scenarios.base import Progress, Scenario, Variant, WrongResult
@@ -164,28 +164,64 @@ def run_matrix(matrix: Sequence[Entry], scenario: Scenario, url: str, rows: int,
     return runs
 
 
-def summarise(runs: Sequence[Run]) -> Summary:
-    """{name: {key: {"median", "min", "max"}, "runs": n, "errors": [..]}} for every
-    numeric figure the runs reported; a list figure (iibench's report lines) is
-    kept from the last successful run."""
-    summary: Summary = {}
-    values: dict[str, dict[str, list[float]]] = {}
+@dataclasses.dataclass(frozen=True)
+class Measured:
+    """One run as a summary counts it: whose row it is, its figures, and, when it
+    failed, the error as the summary lists it (then its figures are not counted)."""
+
+    name: str
+    figures: Optional[Mapping[str, Any]]
+    error: Optional[str] = None
+
+
+def summarise(runs: Iterable[Measured], names: Optional[Sequence[str]] = None, *,
+              keys: Optional[Sequence[str]] = None, values: bool = False) -> Summary:
+    """``{name: {"errors": [..], key: {"median", "min", "max"}}}`` for every numeric
+    figure (only ``keys``, in their order, when given) of the runs that succeeded,
+    with ``"values"`` (every one, in run order) when asked; a list figure (iibench's
+    report lines) is kept from the last successful run. ``names``: the rows, in
+    order, and only those (default: every run's, in order of first appearance).
+    The one summary of the benchmark, of ``benchmarks.ab`` and ``benchmarks.notify``."""
+    summary: Summary = {name: {"errors": []} for name in names or ()}
+    numbers: dict[str, dict[str, list[float]]] = {name: {} for name in summary}
     for run in runs:
-        entry = summary.setdefault(run.system, {
-            "system": run.base or run.system, "pool_size": run.pool_size,
-            "variant": run.variant, "runs": 0, "errors": []})
-        numbers = values.setdefault(run.system, {})
-        entry["runs"] += 1
-        if not run.ok:
+        if names is not None and run.name not in summary:
+            continue
+        entry = summary.setdefault(run.name, {"errors": []})
+        mine = numbers.setdefault(run.name, {})
+        if run.error is not None:
             entry["errors"].append(run.error)
             continue
-        for key, value in run.figures.items():
+        for key, value in (run.figures or {}).items():
+            if keys is not None and key not in keys:
+                continue
             if isinstance(value, (int, float)) and not isinstance(value, bool):
-                numbers.setdefault(key, []).append(value)
+                mine.setdefault(key, []).append(value)
             elif isinstance(value, list):
                 entry[key] = value
     for name, entry in summary.items():
-        for key, figures in values[name].items():
-            entry[key] = {"median": statistics.median(figures), "min": min(figures),
-                          "max": max(figures)}
+        found = numbers[name]
+        for key in keys if keys is not None else list(found):
+            if found.get(key):
+                entry[key] = spread(found[key], values)
     return summary
+
+
+def spread(figures: Sequence[float], values: bool = False) -> dict[str, Any]:
+    """The median, min and max of ``figures`` (and the figures themselves)."""
+    return {"median": statistics.median(figures), "min": min(figures), "max": max(figures),
+            **({"values": list(figures)} if values else {})}
+
+
+def summary_of(runs: Sequence[Run]) -> Summary:
+    """The benchmark's summary of ``run_matrix``'s runs: per entry its system, pool
+    size, variant and number of runs, then ``summarise``'s errors and figures."""
+    heads: Summary = {}
+    for run in runs:
+        head = heads.setdefault(run.system, {"system": run.base or run.system,
+                                             "pool_size": run.pool_size,
+                                             "variant": run.variant, "runs": 0})
+        head["runs"] += 1
+    figures = summarise(Measured(run.system, run.figures, None if run.ok else run.error)
+                        for run in runs)
+    return {name: {**head, **figures[name]} for name, head in heads.items()}

@@ -48,6 +48,7 @@ import time
 import uuid
 from typing import Any, Callable, NamedTuple, Optional, Sequence
 
+from .harness import Measured, summarise
 from .scenarios.base import WrongResult
 
 #: the folder holding this package's top level (the checkout, or site-packages), where
@@ -467,20 +468,6 @@ def run_once(system: str, url: str, conn: Any, args: argparse.Namespace) -> tupl
     return figures, ""
 
 
-def summarise(runs: Sequence[Run], names: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """Per system: its errors, and median, min, max and every value of each figure."""
-    summary: dict[str, dict[str, Any]] = {}
-    for name in names:
-        mine = [r for r in runs if r.system == name]
-        entry = summary[name] = {"errors": [f"round {r.round}: {r.error}" for r in mine if r.error]}
-        keys = [k for r in mine if r.figures for k in r.figures]
-        for key in dict.fromkeys(keys):
-            values = [r.figures[key] for r in mine if r.figures and key in r.figures]
-            entry[key] = {"median": statistics.median(values), "min": min(values),
-                          "max": max(values), "values": values}
-    return summary
-
-
 def ratio(summary: dict[str, dict[str, Any]], name: str, key: str, base: str) -> Optional[float]:
     """``name``'s median of ``key`` over ``base``'s, or None if either has none."""
     mine, theirs = summary.get(name, {}).get(key), summary.get(base, {}).get(key)
@@ -560,7 +547,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     file=sys.stderr, flush=True)
     finally:
         conn.close()
-    summary = summarise(runs, names)
+    summary = summarise((Measured(r.system, r.figures, f"round {r.round}: {r.error}"
+                                  if r.error else None) for r in runs), names, values=True)
     where = libpq_url(args.dburl).split("@")[-1]
     pace = f"one every {args.interval * 1000:g} ms" if args.interval else "a burst"
     print(f"\n{args.count:,} notifications per run ({pace}, after {WARMUP} unmeasured), "

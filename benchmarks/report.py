@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 #: ``(key, label, format)`` of a figure the report shows
 Field = tuple[str, str, str]
 #: ``{row name: {"system", "variant", "pool_size", "runs", "errors", and per figure
-#: {"median", "min", "max"}}}``: what ``harness.summarise`` makes of the runs
+#: {"median", "min", "max"}}}``: what ``harness.summary_of`` makes of the runs
 Summary = dict[str, dict[str, Any]]
 #: the distributions whose versions the report records (when installed): the
 #: drivers, the frameworks, web servers and their accelerators, the MongoDB clients

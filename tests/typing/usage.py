@@ -1,4 +1,4 @@
-"""Checked by mypy (tests/test_typing.py), never run: what each front-end's
+"""Checked by mypy (tests/project/test_typing.py), never run: what each front-end's
 methods return, as its users' type checkers see it."""
 
 import asyncio

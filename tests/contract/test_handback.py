@@ -1,0 +1,283 @@
+"""Batched hand-back: one loop wake-up per batch of results, none lost."""
+
+import asyncio
+import threading
+
+import pytest
+
+import adb
+from adb.handback import BatchedHandback
+
+from ..idioms import hold_workers
+
+
+class Recorder:
+    def __init__(self):
+        self.scheduled = []
+        self.settled = []
+
+    def schedule(self, fn):
+        self.scheduled.append(fn)
+
+    def settle(self, future, ok, value):
+        self.settled.append((future, ok, value))
+
+
+def test_one_wakeup_until_the_loop_drains():
+    rec = Recorder()
+    handback = BatchedHandback(rec.schedule, rec.settle)
+    def hand_back(n: int) -> None:
+        for i in range(500):
+            handback(n, True, i)
+    threads = [threading.Thread(target=hand_back, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(rec.scheduled) == 1  # 4,000 results, one wake-up scheduled
+    rec.scheduled.pop()()
+    assert len(rec.settled) == 4000
+    assert handback.wakeups == 1 and handback.largest_batch == 4000
+    for n in range(8):  # each worker's results stay in its order
+        assert [v for f, ok, v in rec.settled if f == n] == list(range(500))
+    handback("next", False, ValueError("x"))
+    assert len(rec.scheduled) == 1  # the next result after a drain schedules again
+
+
+def test_closed_loop_does_not_break_the_worker():
+    def closed(fn):
+        raise RuntimeError("Event loop is closed")
+    handback = BatchedHandback(closed, lambda *a: None)
+    handback(1, True, None)
+    handback(2, True, None)  # retried, still no exception
+
+
+async def test_burst_is_batched_on_a_real_loop(tmp_path):
+    db = adb.Database(f"sqlite:///{tmp_path}/b.db", pool_size=4)
+    await db.runOperation("create table t (k int primary key)")
+    before = db.stats()["wakeups"]
+    n = 10_000
+    counts = await asyncio.gather(*(db.runOperation("insert into t values (?)", (i,))
+                                    for i in range(n)))
+    stats = db.stats()
+    assert counts == [1] * n
+    wakeups = stats["wakeups"] - before
+    assert 0 < wakeups < n * 0.9, wakeups  # one per call would be n
+    assert stats["largest_batch"] > 1
+    assert (await db.runQuery("select count(*) from t")) == [(n,)]
+    await db.close()
+
+
+class Timer(Recorder):
+    """A loop double with a timer: ``later`` records, the test fires."""
+
+    def __init__(self):
+        super().__init__()
+        self.timers = []
+        self.busy = True
+
+    def later(self, seconds, fn):
+        self.timers.append((seconds, fn))
+        return Cancellable(self.timers, (seconds, fn))
+
+
+class Cancellable:
+    def __init__(self, timers, entry):
+        self.timers, self.entry = timers, entry
+
+    def cancel(self):
+        self.timers.remove(self.entry)
+
+
+def test_saturated_pool_is_drained_by_timer_not_by_signals():
+    rec = Timer()
+    handback = BatchedHandback(rec.schedule, rec.settle, later=rec.later, busy=lambda: rec.busy)
+    handback("a", True, 1)
+    rec.scheduled.pop()()  # the signalled drain finds the pool busy: polling starts
+    assert [f for f, ok, v in rec.settled] == ["a"] and len(rec.timers) == 1
+    for i in range(100):
+        handback(i, True, i)
+    assert rec.scheduled == []  # no worker signals while polling
+    rec.timers.pop()[1]()
+    assert len(rec.settled) == 101 and len(rec.timers) == 1 and handback.polls == 1
+    rec.busy = False
+    handback("b", True, 2)
+    rec.timers.pop()[1]()  # not busy any more: last timed drain, signalling resumes
+    assert rec.settled[-1][0] == "b" and rec.timers == []
+    handback("c", True, 3)
+    assert len(rec.scheduled) == 1
+    rec.scheduled.pop()()
+    assert rec.settled[-1][0] == "c" and handback.wakeups == 2 and rec.timers == []
+
+
+def test_signal_sent_as_polling_began_settles_without_a_second_timer():
+    rec = Timer()
+    handback = BatchedHandback(rec.schedule, rec.settle, later=rec.later, busy=lambda: rec.busy)
+    handback("a", True, 1)
+    first = rec.scheduled.pop()
+    handback._scheduled = False  # as if a worker had read the flag during that drain
+    handback("b", True, 2)
+    second = rec.scheduled.pop()
+    first()
+    second()
+    assert [f for f, ok, v in rec.settled] == ["a", "b"]
+    assert len(rec.timers) == 1  # one timer chain, not two
+    handback("c", True, 3)
+    assert rec.scheduled == []  # still polling: the flag stays set
+
+
+async def test_saturated_burst_polls_and_delivers_every_result(tmp_path):
+    db = adb.Database(f"sqlite:///{tmp_path}/p.db", pool_size=2)
+    await db.runOperation("create table t (k int primary key)")
+    n = 3000
+    gate, held = hold_workers(db, 2)
+    burst = [db.runOperation("insert into t values (?)", (i,)) for i in range(n)]
+    gate.set()
+    await asyncio.gather(*held)
+    counts = await asyncio.gather(*burst)
+    stats = db.stats()
+    assert counts == [1] * n
+    assert stats["polls"] > 0 and stats["wakeups"] < stats["polls"], stats
+    assert (await db.runQuery("select count(*) from t")) == [(n,)]
+    single = await db.runQuery("select 1")  # idle again: a signal, not a timer, delivers it
+    assert single == [(1,)] and db.stats()["wakeups"] > stats["wakeups"]
+    await db.close()
+
+
+def test_empty_tick_ends_polling_and_stop_cancels_the_timer():
+    rec = Timer()
+    handback = BatchedHandback(rec.schedule, rec.settle, later=rec.later, busy=lambda: rec.busy)
+    handback("a", True, 1)
+    rec.scheduled.pop()()
+    rec.timers.pop()[1]()  # busy, but nothing came back within the interval
+    assert rec.timers == [] and not handback._polling
+    handback("b", True, 2)
+    rec.scheduled.pop()()  # polling again
+    handback("c", True, 3)
+    assert len(rec.timers) == 1 and rec.scheduled == []
+    handback.stop()  # the pool is gone: deliver what is left, leave no timer behind
+    assert rec.timers == [] and [f for f, ok, v in rec.settled] == ["a", "b", "c"]
+
+
+async def test_no_timed_drains_while_a_transaction_pins_a_worker(tmp_path):
+    """A pinned worker waits for its caller's next statement: its results must not
+    wait for a timer, so an open transaction keeps the hand-back on signals."""
+    db = adb.Database(f"sqlite:///{tmp_path}/x.db", pool_size=2)
+    await db.runOperation("create table t (k int)")
+    tx = await db.beginTransaction()
+    await tx.runOperation("insert into t values (1)")
+    rows = await asyncio.gather(*(db.runQuery("select 1") for _ in range(2000)))
+    assert rows == [[(1,)]] * 2000
+    assert db.stats()["polls"] == 0  # saturated by the burst, but a worker is pinned
+    await db.commitTransaction(tx)
+    gate, held = hold_workers(db, 2)
+    burst = [db.runQuery("select 1") for _ in range(2000)]
+    gate.set()
+    await asyncio.gather(*held, *burst)
+    assert db.stats()["polls"] > 0  # the same burst with no transaction open
+    await db.close()
+
+
+def test_nudge_runs_after_without_a_result_and_only_once_per_drain():
+    """A worker that skips a given-up call nudges: parked calls may fit now."""
+    rec = Recorder()
+    afters = []
+    handback = BatchedHandback(rec.schedule, rec.settle, after=lambda: afters.append(1))
+    handback.nudge()
+    handback.nudge()  # a drain is already scheduled
+    assert len(rec.scheduled) == 1
+    rec.scheduled.pop()()
+    assert afters == [1] and rec.settled == []
+    BatchedHandback(rec.schedule, rec.settle).nudge()  # no after(): nothing to do
+    assert rec.scheduled == []
+
+
+def test_direct_handback_settles_in_the_calling_thread_then_admits():
+    from adb.handback import DirectHandback
+    events: list[object] = []
+    handback = DirectHandback(lambda f, ok, v: events.append((f, ok, v)),
+                              after=lambda: events.append("after"))
+    handback("f", True, 3)
+    handback.nudge()
+    assert events == [("f", True, 3), "after", "after"]
+    assert handback.settled == 1
+
+
+def test_future_handback_settles_asyncio_futures_in_its_drain():
+    """The asyncio hand-back settles each future in the drain itself: results and
+    errors arrive, a future cancelled meanwhile is left as it is, one of a closed
+    loop is skipped without an error, and the drain counts every one."""
+    from adb.asyncio import FutureHandback
+    rec = Recorder()
+    handback = FutureHandback(rec.schedule, rec.settle)
+    loop = asyncio.new_event_loop()
+    other = asyncio.new_event_loop()
+    try:
+        done, failed, cancelled = loop.create_future(), loop.create_future(), loop.create_future()
+        orphan = other.create_future()
+        other.close()
+        cancelled.cancel()
+        error = ValueError("the driver's")
+        for future, ok, value in ((done, True, 7), (failed, False, error),
+                                  (cancelled, True, 8), (orphan, True, 9)):
+            handback(future, ok, value)
+        assert len(rec.scheduled) == 1
+        rec.scheduled.pop()()
+        assert done.result() == 7 and failed.exception() is error
+        assert cancelled.cancelled() and orphan.result() == 9
+        assert rec.settled == []  # nothing went through the generic settle
+        assert handback.settled == 4 and handback.largest_batch == 4
+    finally:
+        loop.close()
+
+
+def test_waiter_handback_puts_each_outcome_in_its_waiter_then_admits():
+    from adb.sync import Waiter, WaiterHandback
+    events: list[object] = []
+    handback = WaiterHandback(lambda *a: events.append(a), after=lambda: events.append("after"))
+    ok, failed = Waiter(), Waiter()
+    assert not adb.sync.SyncFrontEnd.abandoned(ok)  # a Waiter's caller never gives it up
+    handback(ok, True, 3)
+    handback(failed, False, KeyError("k"))
+    assert events == ["after", "after"] and handback.settled == 2
+    assert ok.wait(None) and ok.result() == 3
+    assert failed.wait(0) and isinstance(_raised(failed.result), KeyError)
+    assert not Waiter().wait(0.01)  # nothing delivered: the wait times out
+
+
+def _raised(fn):
+    try:
+        fn()
+    except BaseException as exc:
+        return exc
+    raise AssertionError("nothing raised")
+
+
+def test_asyncio_futures_come_from_the_bound_loop_and_its_own_create_future():
+    """Futures are made on the loop the Database is bound to (in C where that loop's
+    create_future is asyncio's, by its own create_future otherwise); a call from
+    outside any loop, or from a second loop while the first is open, is refused;
+    once the first loop has closed, the next loop's calls take over."""
+    made = []
+
+    class OwnFutures(asyncio.SelectorEventLoop):
+        def create_future(self):
+            made.append(1)
+            return super().create_future()
+
+    db = adb.Database("sqlite://", pool_size=1)
+
+    async def value():
+        return await db.runQueryValue("select 41 + 1")
+    with pytest.raises(adb.InterfaceError, match="running event loop"):
+        db.runQueryValue("select 1")
+    first = asyncio.new_event_loop()
+    assert first.run_until_complete(value()) == 42
+    second = OwnFutures()
+    with pytest.raises(adb.InterfaceError, match="bound to another event loop"):
+        second.run_until_complete(value())
+    first.close()
+    assert second.run_until_complete(value()) == 42 and made  # moved: its own futures
+    assert second.run_until_complete(value()) == 42 and len(made) == 2
+    second.run_until_complete(db.close())
+    second.close()

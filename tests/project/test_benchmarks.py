@@ -1,0 +1,529 @@
+"""The benchmark harness: options, verification, JSON, and a tiny run of every system."""
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+import adb.sync
+from benchmarks import cli, harness
+from benchmarks.scenarios import parallel_insert as pi
+from benchmarks.scenarios.base import WrongResult
+from benchmarks.systems import SYSTEMS, System
+
+from ..conftest import IN_CI, URLS, psycopg_url, require_server
+
+
+def test_seed_flags_build_the_url_and_pick_the_systems():
+    args = cli.parse(["--db", "mysql", "--dbhost", "db.example", "--dbuser", "bench",
+                      "--dbpasswd", "p@ss:w", "--pool_size", "5", "--use_adb", "--use_adbapi",
+                      "--use_tornado", "--use_txmysql"])
+    assert args.dburl == "mysql://bench:p%40ss%3Aw@db.example/test"
+    assert args.system_names == ["adb-tornado", "adbapi-asyncio", "txmysql-role"]
+    assert args.pool_size == [5] and args.rows == 100_000
+    args = cli.parse(["--db", "postgresql", "--use_adbapi"])
+    assert args.dburl == "postgresql://root@127.0.0.1/test"
+    assert args.system_names == ["adbapi"]
+
+
+@pytest.mark.parametrize("argv, missing", [([], "tqdm"), (["--plot", "x.png"], "matplotlib")])
+def test_a_run_names_the_extra_it_lacks_before_any_work(argv, missing, monkeypatch, capsys):
+    """Without tqdm (any run) or matplotlib (``--plot``) the command says what to
+    install and stops: no database, no system, nothing measured."""
+    real = cli.importlib.util.find_spec
+    monkeypatch.setattr(cli.importlib.util, "find_spec",
+                        lambda name, *a: None if name == missing else real(name, *a))
+    monkeypatch.setattr(cli, "database", lambda url: pytest.fail("the run started"))
+    assert cli.main(["--rows", "10", *argv], prog="adb-benchmark") == 2
+    err = capsys.readouterr().err
+    assert f"adb-benchmark: this run needs {missing}" in err
+    assert "pip install 'adb-async[bench]'" in err
+    assert cli.main(["--list"], prog="adb-benchmark") == 0  # listing needs neither
+
+
+def test_the_help_points_at_nothing_a_wheel_lacks():
+    text = cli.parser("adb-benchmark").format_help()
+    assert "usage: adb-benchmark" in text
+    assert "docs/benchmarks.md in the source distribution" in " ".join(text.split())
+    assert ".ci/" not in text
+
+
+def test_modern_flags_and_defaults():
+    args = cli.parse(["--dburl", "postgresql://u@h/d", "--systems", "asyncpg, threads",
+                      "--rows", "10", "--repeat", "2", "--json", "x.json", "--plot", "x.png"])
+    assert (args.dburl, args.system_names, args.rows, args.repeat) == (
+        "postgresql://u@h/d", ["asyncpg", "threads"], 10, 2)
+    args = cli.parse([])
+    assert args.dburl is None and args.rows == 20_000 and args.system_names == list(SYSTEMS)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--systems", "adb-asyncio,nosuch"], "unknown system"),
+    (["--rows", "0"], "must be positive"),
+    (["--db", "sqlite"], "--db must be postgresql or mysql"),
+    (["--db", "mysql", "--dburl", "mysql://h/d"], "not both"),
+])
+def test_bad_options_are_refused(argv, message, capsys):
+    with pytest.raises(SystemExit):
+        cli.parse(argv)
+    assert message in capsys.readouterr().err
+
+
+def test_unavailable_systems_say_why():
+    assert SYSTEMS["asyncpg"].unavailable("mysql") == "does not talk to mysql"
+    opener = SYSTEMS["threads"].opener
+    fake = System("x", "x", ("sqlite",), opener, requires=("no_such_module_here",))
+    assert "no_such_module_here is not installed" in (fake.unavailable("sqlite") or "")
+    fake = System("x", "x", ("sqlite",), opener, programs=("no-such-program",))
+    assert fake.unavailable("sqlite") == "no-such-program is not on PATH"
+    assert System("x", "x", ("sqlite",)).unavailable("sqlite") == "has no parallel-insert runner"
+
+
+def test_verification_catches_wrong_count_and_wrong_data(tmp_path):
+    url = f"sqlite:///{tmp_path}/v.db"
+    pi.prepare(url, 10)
+    with adb.sync.Database(url, pool_size=1) as db:
+        db.runMany(pi.statement(db.paramstyle), pi.params(9))
+    with pytest.raises(WrongResult, match="expected 10 rows.*found 9 rows"):
+        pi.verify(url, 10)
+    with adb.sync.Database(url, pool_size=1) as db:
+        db.runOperation("insert into benchmark values (9, 'nine')")
+    with pytest.raises(WrongResult, match="1 with wrong data"):
+        pi.verify(url, 10)
+    with adb.sync.Database(url, pool_size=1) as db:
+        db.runOperation("update benchmark set data = '9' where userid = 9")
+    pi.verify(url, 10)
+
+
+def test_a_wrong_result_is_an_error_not_a_figure(tmp_path):
+    def expects_one_more(url, rows, figures=None):
+        pi.verify(url, rows + 1, figures)
+    scenario = dataclasses.replace(pi.SCENARIO, verify=expects_one_more)
+    url = f"sqlite:///{tmp_path}/w.db"
+    ok, figures, error = harness.run_once("adb-asyncio", scenario, url, 50, 2, 60)
+    assert not ok and error == "wrong result: 50 calls reported success, not 51"
+    runs = [harness.Run("a", 1, False, figures, error), harness.Run("a", 2, True, figures)]
+    summary = harness.summary_of(runs)
+    assert summary["a"]["errors"] == [error] and summary["a"]["rows_per_s"]["median"] > 0
+
+
+@pytest.mark.parametrize("kind", ["postgresql", "mysql", "sqlite"])
+def test_tiny_run_of_every_system_and_the_json(kind, tmp_path):
+    """Every system runs (or says why it cannot); the JSON holds all figures."""
+    url = f"sqlite:///{tmp_path}/j.db" if kind == "sqlite" else URLS[kind]
+    if kind != "sqlite":
+        require_server(kind)
+    out = tmp_path / "run.json"
+    code = cli.main(["--dburl", url, "--rows", "203", "--pool_size", "4", "--json", str(out),
+                     "--plot", str(tmp_path / "run.svg")])
+    document = json.loads(out.read_text())
+    assert code == 0, document["summary"]
+    assert set(document["summary"]) | set(document["unavailable"]) == set(SYSTEMS)
+    for name, entry in document["summary"].items():
+        assert entry["errors"] == [], (name, entry["errors"])
+        assert entry["rows_per_s"]["median"] > 0 and entry["peak_rss_mb"]["median"] > 0
+        cpu, main = entry["cpu_us_per_row"]["median"], entry["main_cpu_us_per_row"]["median"]
+        assert 0 < main <= cpu, (name, main, cpu)  # the main thread is part of the process
+    for name, reason in document["unavailable"].items():
+        assert kind in reason or "not installed" in reason or "PATH" in reason
+    if kind != "sqlite":  # everything this project installs runs on the servers
+        assert all("does not talk" in r for r in document["unavailable"].values())
+    assert {"python", "cpu_count", "libraries", "server", "platform"} <= set(document["environment"])
+    assert document["rows"] == 203 and len(document["runs"]) == len(document["summary"])
+    assert all(run["figures"]["ok_calls"] == 203 for run in document["runs"])
+    curves = {run["system"]: run["figures"]["progress"] for run in document["runs"]
+              if "progress" in run["figures"]}
+    assert {"adb-asyncio", "adb-asyncio-autobatch", "adb-sync"} <= set(curves)
+    for name, curve in curves.items():  # adb's own counter, sampled while the burst runs
+        assert curve[0] == [0.0, 0] and curve[-1][1] == 203, (name, curve)
+        assert all(a[0] <= b[0] and a[1] <= b[1] for a, b in zip(curve, curve[1:])), name
+        assert document["summary"][name]["opening_ratio"]["median"] > 0
+    assert (tmp_path / "run.svg").read_text().startswith("<?xml")
+
+
+@pytest.mark.parametrize("width", [6, 9, 12])
+def test_a_long_chart_title_is_wrapped_inside_the_figure(width):
+    """A title longer than the figure is wide (many options, a long server name)
+    is wrapped, each line kept whole within the figure's edges."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from benchmarks import report
+    title = ("web, " + ", ".join(f"option{i} {i * 1000}" for i in range(30))
+             + ",\nCongoDB (@push.rocks/smartmongo 2.2.0, a MongoDB-wire stand-in), 2 CPUs")
+    fig, ax = plt.subplots(figsize=(width, 5))
+    try:
+        report.suptitle(fig, title)
+        fig.canvas.draw()
+        text = fig.get_suptitle()
+        box = fig.texts[0].get_window_extent()
+        assert text.replace("\n", " ").split() == title.replace("\n", " ").split()
+        assert 0 <= box.x0 and box.x1 <= fig.bbox.x1 and box.y1 <= fig.bbox.y1, (box, fig.bbox)
+    finally:
+        plt.close(fig)
+
+
+def test_no_arguments_runs_on_the_embedded_default():
+    result = subprocess.run([sys.executable, "-m", "benchmarks"], capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "parallel-insert: 20,000 rows, pool 10, 1 round(s), SQLite" in result.stdout
+    assert "adb-asyncio" in result.stdout and "--dburl postgresql://" in result.stdout
+
+
+@pytest.mark.parametrize("kind", ["postgresql", "mysql"])
+def test_seed_flag_form_runs_against_the_servers(kind, tmp_path):
+    require_server(kind)
+    from urllib.parse import urlsplit
+    parts = urlsplit(URLS[kind])
+    argv = ["--db", kind, "--dbhost", parts.hostname, "--dbuser", parts.username,
+            "--dbname", parts.path.lstrip("/"), "--pool_size", "4", "--use_adb", "--use_adbapi",
+            "--use_txmysql", "--rows", "300", "--json", str(tmp_path / "seed.json")]
+    if parts.password:
+        argv += ["--dbpasswd", parts.password]
+    assert cli.main(argv) == 0
+    document = json.loads((tmp_path / "seed.json").read_text())
+    assert set(document["summary"]) == {"adb-tornado", "adbapi", "txmysql-role"}
+    assert document["unavailable"] == {}
+
+
+@pytest.mark.parametrize("kind", ["postgresql", "mysql", "sqlite"])
+def test_sequential_scenario_runs_on_every_system_unchanged(kind, tmp_path):
+    """A scenario is written once: every opener system runs it; only the C client,
+    which is a program and not an opener, says it has no runner for it."""
+    url = f"sqlite:///{tmp_path}/s.db" if kind == "sqlite" else URLS[kind]
+    if kind != "sqlite":
+        require_server(kind)
+    out = tmp_path / "seq.json"
+    assert cli.main(["--scenario", "sequential", "--dburl", url, "--rows", "150",
+                     "--pool_size", "4", "--json", str(out)]) == 0
+    document = json.loads(out.read_text())
+    summary, unavailable = document["summary"], document["unavailable"]
+    assert set(summary) | set(unavailable) == set(SYSTEMS)
+    assert all("does not talk" in r or r == "has no sequential runner"
+               for r in unavailable.values()), unavailable
+    for entry in summary.values():
+        assert entry["insert_us"]["median"] > 0 and entry["select_us"]["median"] > 0
+        assert entry["errors"] == []
+
+
+def test_blocking_world_runs_calls_from_its_threads_in_order():
+    import threading
+
+    from benchmarks.worlds import BlockingWorld, Done, drive
+    world = BlockingWorld(threads=3)
+    seen = set()
+
+    def call(item):
+        seen.add(threading.get_ident())
+        time.sleep(0.001)  # a blocking call: the other callers take items meanwhile
+        return Done(item * 2)
+
+    async def main():
+        return await world.map(call, range(300))
+    assert world.run(main) == [i * 2 for i in range(300)]
+    assert len(seen) == 3 and threading.get_ident() not in seen
+
+    async def waits_for_a_future():
+        import asyncio
+        await asyncio.sleep(0)
+    with pytest.raises(RuntimeError, match="not settled"):
+        drive(waits_for_a_future())
+
+
+def test_ab_compares_trees_in_child_processes(tmp_path):
+    """``python -m benchmarks.ab``: bytes per queued call and burst rows/s per tree."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
+    out = tmp_path / "ab.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmarks.ab", "--tree", f"A={root}", "--tree", f"B={root}",
+         "--calls", "2000", "--rows", "500", "--rounds", "1", "--json", str(out)],
+        capture_output=True, text=True, timeout=300, cwd=root)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "bytes per call in flight" in result.stdout and "B/A" in result.stdout
+    document = json.loads(out.read_text())
+    assert [(r["tree"], r["what"]) for r in document["runs"]] == [
+        ("A", "memory"), ("B", "memory"), ("A", "burst"), ("B", "burst")]
+    for run in document["runs"]:
+        assert run["figures"]["adb"].startswith(os.path.join(root, "adb", ""))
+    for name in "AB":
+        figures = document["summary"][name]
+        assert 100 < figures["bytes_per_call"]["median"] < 5000  # a future and a job at least
+        assert figures["submit_us"]["median"] > 0 and figures["rows_per_s"]["median"] > 0
+
+
+def _require_tool(tool):
+    """Skip (under CI: fail) without the load tool, saying how to get it."""
+    from benchmarks import load
+    reason = load.missing(tool)
+    if reason:
+        if IN_CI:
+            pytest.fail(reason + " (CI=true: the web scenarios must run)")
+        pytest.skip(reason)
+
+
+@pytest.mark.parametrize("kind", ["postgresql", "mysql"])
+def test_web_scenario_loads_every_server_and_checks_its_answers(kind, tmp_path):
+    """Seed 002 part B, briefly: every server of the roster that talks to ``kind``
+    serves, answers the sampled ids right, and gets requests/s and latency per level."""
+    require_server(kind)
+    _require_tool("wrk")
+    from benchmarks.scenarios import web
+    out, chart = tmp_path / "web.json", tmp_path / "web.svg"
+    code = cli.main(["--scenario", "web", "--dburl", URLS[kind], "--duration", "1",
+                     "--connections", "4,16", "--pool_size", "4", "--json", str(out),
+                     "--plot", str(chart)])
+    document = json.loads(out.read_text())
+    assert code == 0, document["summary"]
+    servers = {n for n, s in web.ROSTER.items() if kind in s.kinds}
+    assert set(document["summary"]) == servers and document["unavailable"] == {
+        n: f"does not talk to {kind}" for n in web.ROSTER if n not in servers}
+    for name, entry in document["summary"].items():
+        assert entry["errors"] == [], (name, entry["errors"])
+        for c in (4, 16):
+            assert entry[f"rps_c{c}"]["median"] > 0 and entry[f"p99_ms_c{c}"]["median"] > 0
+        assert entry["sampled_ok"]["median"] == 2 * web.SAMPLES
+    assert document["environment"]["tools"]["wrk"].startswith("wrk")
+    used = {"tornado", "Twisted", "starlette", "uvicorn"} | (
+        {"asyncpg"} if kind == "postgresql" else {"aiomysql"})
+    assert used <= set(document["environment"]["libraries"])  # every framework and server
+    assert document["options"] == {"duration": 1, "connections": "4,16",
+                                   "processes": os.cpu_count() or 1, "loop": "asyncio"}
+    for run in document["runs"]:  # uvicorn would pick uvloop by itself: asked, it must not
+        framework = web.ROSTER[run["system"]].framework
+        loop = run["figures"]["loop"]
+        assert loop == "twisted reactor" if framework == "twisted-web" else \
+            loop.startswith("asyncio.") and "uvloop" not in loop, (run["system"], loop)
+    assert chart.read_text().startswith("<?xml") and "asyncio loop" in chart.read_text()
+
+
+@pytest.mark.parametrize("kind", ["postgresql", "mysql"])
+def test_web_scenario_runs_the_asyncio_servers_on_uvloop(kind, tmp_path):
+    """``--loop uvloop``: Tornado and Starlette (1 and N processes) serve from
+    uvloop's loop, as each server says at ``/loop``; the JSON and the chart say so."""
+    require_server(kind)
+    _require_tool("wrk")
+    servers = ["tornado+adb", "tornado+adb xN", "starlette+adb", "starlette+adb xN"]
+    out, chart = tmp_path / "web.json", tmp_path / "web.svg"
+    code = cli.main(["--scenario", "web", "--dburl", URLS[kind], "--duration", "1",
+                     "--connections", "4", "--pool_size", "4", "--loop", "uvloop",
+                     "--systems", ",".join(servers), "--json", str(out), "--plot", str(chart)])
+    document = json.loads(out.read_text())
+    assert code == 0, document["summary"]
+    assert document["options"]["loop"] == "uvloop"
+    assert sorted(run["system"] for run in document["runs"]) == sorted(servers)
+    assert {run["figures"]["loop"] for run in document["runs"]} == {"uvloop.Loop"}
+    for entry in document["summary"].values():
+        assert entry["errors"] == [] and entry["rps_c4"]["median"] > 0
+    assert "uvloop loop" in chart.read_text()
+
+
+def test_web_loop_option_is_checked(capsys):
+    with pytest.raises(SystemExit):
+        cli.parse(["--scenario", "web", "--loop", "trio"])
+    assert "invalid choice: 'trio'" in capsys.readouterr().err
+
+
+def test_web_hello_runs_the_seed_experiment_with_ab(tmp_path):
+    _require_tool("ab")
+    out = tmp_path / "hello.json"
+    assert cli.main(["--scenario", "web-hello", "--requests", "200", "--json", str(out)]) == 0
+    document = json.loads(out.read_text())
+    assert set(document["summary"]) == {"tornado", "tornado xN", "uvicorn", "uvicorn xN"}
+    for entry in document["summary"].values():
+        assert entry["requests_per_s"]["median"] > 0 and entry["errors"] == []
+    assert document["summary"]["tornado xN"]["processes"]["median"] == (os.cpu_count() or 1)
+    assert document["environment"]["tools"]["ab"].startswith("This is ApacheBench")
+    assert {"tornado", "starlette", "uvicorn"} <= set(document["environment"]["libraries"])
+
+
+def test_a_server_that_answers_wrong_is_an_error(tmp_path):
+    from benchmarks.scenarios import web
+    with pytest.raises(WrongResult, match="failed responses"):
+        web.verify("", 0, {"non_2xx_c16": 3, "sampled_ok": 50, "sampled_bad": 0})
+    with pytest.raises(WrongResult, match="1 of 50 sampled"):
+        web.verify("", 0, {"sampled_ok": 49, "sampled_bad": 1})
+    with pytest.raises(SystemExit):
+        cli.parse(["--scenario", "web", "--connections", "a,b"])
+    with pytest.raises(SystemExit):
+        cli.parse(["--scenario", "web", "--systems", "adb-asyncio"])  # not a web server
+
+
+@pytest.mark.parametrize("kind", ["postgresql", "mysql", "sqlite"])
+def test_bulk_scenario_reads_and_loads_on_every_system(kind, tmp_path):
+    """Briefly: every bulk system streams, fetches and loads the rows (each read's
+    count and key sum, each load's table checked by the parent), or says why it
+    cannot; a stream's reader reports its RSS growth."""
+    from benchmarks.scenarios import bulk
+    url = f"sqlite:///{tmp_path}/b.db" if kind == "sqlite" else URLS[kind]
+    if kind != "sqlite":
+        require_server(kind)
+    out = tmp_path / "bulk.json"
+    code = cli.main(["--scenario", "bulk", "--dburl", url, "--rows", "3001", "--batch", "256",
+                     "--json", str(out)])
+    document = json.loads(out.read_text())
+    assert code == 0, document["summary"]
+    summary, unavailable = document["summary"], document["unavailable"]
+    for system in bulk.DEFAULT_SYSTEMS:
+        for part in bulk.PARTS:
+            name = f"{system} {part}"
+            if name in summary:
+                entry = summary[name]
+                assert entry["errors"] == [] and entry["rows_per_s"]["median"] > 0, name
+                assert entry["peak_rss_mb"]["median"] > 0
+                assert (part == "stream" and system != "c-client") <= ("rss_growth_mb" in entry)
+            else:  # the system cannot, here: another server, a missing tool, no such call
+                reason = unavailable.get(name) or unavailable[system]
+                assert ("does not talk" in reason or "not installed" in reason
+                        or "PATH" in reason or "call in this system" in reason
+                        or "a program of its own" in reason), (name, reason)
+    for system in ("adb-asyncio", "adb-tornado", "adb-twisted-db", "adb-sync"):
+        assert all(f"{system} {part}" in summary for part in bulk.PARTS), system
+    runners = {"postgresql": ("asyncpg", "psycopg3", "threads", "c-client"),
+               "mysql": ("aiomysql", "threads", "c-client"), "sqlite": ("threads",)}[kind]
+    assert all(f"{system} stream" in summary for system in runners), summary.keys()
+
+
+def test_bulk_verification_catches_a_wrong_read_and_a_wrong_load(tmp_path):
+    from benchmarks.scenarios import bulk
+    from benchmarks.sql import bulk_text
+    url = f"sqlite:///{tmp_path}/v.db"
+    bulk.prepare(url, 10)
+    bulk.verify(url, 10, {"part": "stream", "rows_read": 10, "key_sum": 45})
+    with pytest.raises(WrongResult, match="counted 9 with key sum 36"):
+        bulk.verify(url, 10, {"part": "stream", "rows_read": 9, "key_sum": 36})
+    with pytest.raises(WrongResult, match="counted 10 with key sum 46"):
+        bulk.verify(url, 10, {"part": "fetchall", "rows_read": 10, "key_sum": 46})
+    with pytest.raises(WrongResult, match="found 0"):
+        bulk.verify(url, 10, {"part": "copy"})
+    with adb.sync.Database(url, pool_size=1) as db:
+        db.runMany("insert into bulk_load values (?, ?)", [(k, bulk_text(k)) for k in range(10)])
+        bulk.verify(url, 10, {"part": "copy"})
+        db.runOperation("update bulk_load set v = 'x' where k = 3")
+        with pytest.raises(WrongResult, match="1 with the wrong text"):
+            bulk.verify(url, 10, {"part": "executemany"})
+        (count, keys), = db.runQuery("select count(*), sum(k) from bulk_rows")
+    assert (count, keys) == (10, 45)  # the readers' table, filled by prepare
+
+
+def test_bulk_prepare_keeps_a_full_source_table_and_refills_a_wrong_one(tmp_path):
+    from benchmarks.scenarios import bulk
+    url = f"sqlite:///{tmp_path}/p.db"
+    bulk.prepare(url, 20)
+    marked = "m" * 100  # a text of the right width: the count, key sum and width hold
+    with adb.sync.Database(url, pool_size=1) as db:
+        db.runOperation("update bulk_rows set v = ? where k = 3", (marked,))
+        db.runOperation("insert into bulk_load values (1, 'left over')")
+        bulk.prepare(url, 20)  # kept (the mark is still there), the load table emptied
+        assert db.runQuery("select v from bulk_rows where k = 3") == [(marked,)]
+        assert db.runQuery("select count(*) from bulk_load") == [(0,)]
+        db.runOperation("delete from bulk_rows where k = 7")
+        bulk.prepare(url, 20)  # a row missing: filled again
+        assert db.runQuery("select count(*), sum(k) from bulk_rows") == [(20, 190)]
+        bulk.prepare(url, 25)
+        assert db.runQuery("select count(*), sum(k) from bulk_rows") == [(25, 300)]
+
+
+def test_notify_latency_tiny_run_of_every_system(tmp_path):
+    """``python -m benchmarks.notify``: every listener gets every notification, in order,
+    paced and in a burst, and the JSON holds each system's percentiles."""
+    from benchmarks import notify
+    require_server("postgresql")
+    for interval, systems in (("0.0005", list(notify.SYSTEMS)), ("0", ["adb-psycopg2", "asyncpg"])):
+        out = tmp_path / f"notify-{interval}.json"
+        code = notify.main(["--dburl", URLS["postgresql"], "--count", "200", "--rounds", "1",
+                            "--interval", interval, "--systems", ",".join(systems),
+                            "--json", str(out)])
+        document = json.loads(out.read_text())
+        assert code == 0, document["summary"]
+        assert document["unavailable"] == {}  # the project installs every peer
+        assert list(document["summary"]) == systems
+        for name, entry in document["summary"].items():
+            assert entry["errors"] == [], (name, entry["errors"])
+            assert entry["received"]["median"] == notify.WARMUP + 200
+            assert 0 < entry["min_us"]["median"] <= entry["p50_us"]["median"] \
+                <= entry["p99_us"]["median"] <= entry["max_us"]["median"], name
+        assert document["ratios"]["asyncpg"]["p50_us"] == 1.0
+
+
+def test_notify_latency_verification_catches_a_wrong_sequence():
+    """A lost, duplicated, reordered or foreign notification, a gap reported by the
+    listener, or a missing end is an error, never a figure."""
+    from benchmarks import notify
+    stamps = [notify.Stamp(i, 0) for i in range(5)]
+    notify.check_sequence(stamps, 5)
+    for wrong, message in (
+            (stamps[:2] + stamps[3:], r"5 notifications sent, 4 received: 1 lost \(first: \[2\]\)"),
+            (stamps + stamps[4:], r"1 duplicated \(first: \[4\]\)"),
+            (stamps[:1] + stamps[2:3] + stamps[1:2] + stamps[3:], "1 out of order"),
+            (stamps + [notify.Stamp(7, 0)], r"1 never sent \(first: \[7\]\)")):
+        with pytest.raises(WrongResult, match=message):
+            notify.check_sequence(wrong, 5)
+
+    def collector(*seqs, end=True):
+        c = notify.Collector()
+        for seq in seqs:
+            c.add(notify.payload(seq))
+        if end:
+            c.add(notify.END)
+        return c
+    figures = notify.figures_of(collector(0, 1, 2, 3), 4, 1)
+    assert figures["received"] == 4 and figures["min_us"] <= figures["p99_us"]
+    with pytest.raises(WrongResult, match="1 lost"):
+        notify.figures_of(collector(0, 1, 3), 4, 1)
+    with pytest.raises(WrongResult, match="not the end"):
+        timed_out = collector(0, 1, 2, 3, end=False)
+        timed_out.timed_out = True
+        notify.figures_of(timed_out, 4, 1)
+    gapped = collector(0, 1, 2, 3)
+    gapped.gaps.append("reconnected (0 missed)")
+    with pytest.raises(WrongResult, match="reported 1 gap"):
+        notify.figures_of(gapped, 4, 1)
+    bad = collector(0, 1)
+    bad.add("hello")
+    with pytest.raises(WrongResult, match="a payload that was not sent"):
+        notify.figures_of(bad, 2, 0)
+
+
+@pytest.mark.parametrize("rows, clients, size", [
+    (100_000, 10, 64), (203, 4, 64), (203, 4, 1), (5, 10, 64), (640, 10, 64), (100_000, 10, 1)])
+def test_the_c_clients_plan_covers_exactly_the_rows(rows, clients, size):
+    from benchmarks.systems.cclients import plan
+    rounds = plan(rows, clients, size)
+    assert sum(one.rows for one in rounds) == rows
+    assert all(one.clients <= clients and 1 <= one.size <= size for one in rounds)
+    assert rounds[0].size == (size if rows >= clients * size else rounds[0].size)
+
+
+@pytest.mark.parametrize("rows", [0, 1, 63, 64, 65, 203, 100_000])
+def test_threads_pipelined_messages_cover_exactly_the_rows(rows):
+    from benchmarks.systems.threads_pipelined import MESSAGE, messages
+    sent = messages(rows)
+    assert [row for message in sent for row in message] == [(i, str(i)) for i in range(rows)]
+    assert all(1 <= len(message) <= MESSAGE for message in sent)
+
+
+@pytest.mark.parametrize("kind, url", [("postgresql", URLS["postgresql"]),
+                                       ("postgresql", psycopg_url()), ("mysql", URLS["mysql"])])
+def test_threads_pipelined_runs_beside_the_pipelined_c_client(kind, url, tmp_path):
+    """The Python limit runs on both servers (on PostgreSQL with psycopg 3 whatever
+    the URL's driver), its rows verified like every system's, in messages of 64 by
+    the client named for the server."""
+    require_server(kind)
+    out = tmp_path / "run.json"
+    code = cli.main(["--dburl", url, "--rows", "203", "--pool_size", "4",
+                     "--systems", "threads-pipelined,c-client-pipelined,threads",
+                     "--json", str(out)])
+    document = json.loads(out.read_text())
+    assert code == 0, document["summary"]
+    assert document["summary"]["threads-pipelined"]["errors"] == []
+    figures = [run["figures"] for run in document["runs"] if run["system"] == "threads-pipelined"]
+    assert [f["ok_calls"] for f in figures] == [203]
+    assert figures[0]["statements_per_message"] == 64
+    assert figures[0]["client"] == {"postgresql": "psycopg 3 pipeline",
+                                    "mysql": "PyMySQL multi-statement"}[kind]

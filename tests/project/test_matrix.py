@@ -1,0 +1,62 @@
+"""The supported Pythons are declared once and tested: setup.cfg's ``python_requires``
+and classifiers, mypy's target and ``.ci/noxfile.py``'s matrix say the same versions,
+and CI runs that matrix."""
+
+import ast
+import configparser
+import pathlib
+import re
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+NOXFILE = ROOT / ".ci" / "noxfile.py"
+
+
+def noxfile_constant(name):
+    tree = ast.parse(NOXFILE.read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
+            return ast.literal_eval(node.value)
+    raise AssertionError(f"{NOXFILE} has no constant {name}")
+
+
+def setup_cfg():
+    config = configparser.ConfigParser()
+    config.read(ROOT / "setup.cfg")
+    return config
+
+
+def as_tuple(version):
+    return tuple(int(part) for part in version.split("."))
+
+
+def test_the_classifiers_name_exactly_the_noxfile_versions():
+    classifiers = setup_cfg()["metadata"]["classifiers"]
+    declared = re.findall(r"Programming Language :: Python :: (3\.\d+)\s*$", classifiers, re.M)
+    assert declared == list(noxfile_constant("SUPPORTED"))
+
+
+def test_python_requires_starts_at_the_oldest_tested_version():
+    supported = noxfile_constant("SUPPORTED")
+    assert setup_cfg()["options"]["python_requires"].strip() == f">={min(supported, key=as_tuple)}"
+
+
+def test_mypy_checks_for_the_oldest_supported_version():
+    supported = noxfile_constant("SUPPORTED")
+    assert setup_cfg()["mypy"]["python_version"].strip() == min(supported, key=as_tuple)
+
+
+def test_the_supported_versions_are_consecutive_minor_releases():
+    minors = [as_tuple(version)[1] for version in noxfile_constant("SUPPORTED")]
+    assert minors == list(range(minors[0], minors[0] + len(minors)))
+
+
+def test_every_core_test_module_exists():
+    for path in noxfile_constant("CORE"):
+        assert (ROOT / path).is_file(), path
+
+
+def test_ci_runs_the_matrix_after_the_readme_command():
+    lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    readme = next(i for i, line in enumerate(lines) if line.endswith(".venv/bin/python -m pytest"))
+    assert "bash .ci/matrix" in lines[readme + 1:]
+    assert "-s core" in (ROOT / ".ci" / "matrix").read_text()

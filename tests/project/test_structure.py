@@ -1,0 +1,291 @@
+"""The structure ``docs/architecture.md`` promises, held against the code.
+
+- Only the engine builds jobs: no module but ``adb/engine.py`` and ``adb/jobs.py``
+  names a job ``Kind``'s member or calls a job builder (``adb/txrecord.py`` builds
+  the one job a dropped or abandoned transaction needs), and no module outside the
+  engine side puts anything on a queue.
+- No feature, front-end or facade module imports the worker's modules
+  (``session``, ``ops``, ``worker``, ``pipeline``, ``watchdog``, ``dispatch``).
+- No identity test on a job's function: no ``is``/``in`` comparison names a
+  ``Session`` method, an ``ops`` function, or a kind's ``run``/an op's ``fn``.
+- Every shared structure has one writer: each row of the ownership table whose
+  state names an attribute is written only by the modules the row names.
+- No back channel: a Protocol in a feature module names no private member of
+  what it is given (features take the engine or the front-end, by their public names).
+- The core and the engine never branch on which front-end they serve.
+- Every front-end's typed stubs cover every public method whose return type
+  differs by front-end, with the same parameters as the method itself.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+import adb.core
+
+ROOT = Path(__file__).resolve().parents[2]
+ADB = ROOT / "adb"
+FACADE = ("adb/core.py", "BaseDatabase")
+FEATURES = ["stream.py", "bulk.py", "retry.py", "listener.py", "transaction.py", "savepoint.py",
+            "replicas.py", "listen.py"]
+#: each front-end's module and Database class whose stubs say what methods return there
+FRONT_ENDS = [("asyncio.py", "Database"), ("sync.py", "Database"), ("twisted.py", "Database")]
+
+
+def tree_of(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(), str(path))
+
+
+def classes(path: Path) -> list[ast.ClassDef]:
+    return [node for node in ast.walk(tree_of(path)) if isinstance(node, ast.ClassDef)]
+
+
+#: the engine side: the engine, what it builds jobs with, and the worker's modules
+ENGINE_SIDE = {"engine.py", "jobs.py", "txrecord.py", "session.py", "worker.py", "pipeline.py",
+               "watchdog.py", "pool.py", "dispatch.py", "admission.py", "ops.py", "call.py",
+               "handback.py"}
+WORKER_MODULES = {"session", "ops", "worker", "pipeline", "watchdog", "dispatch"}
+#: the job builders of adb/jobs.py, and who may call them
+BUILDERS = {"detached", "abandon_job", "finish_job"}
+JOB_BUILDERS = {"engine.py", "jobs.py", "txrecord.py"}
+
+
+def modules() -> list[tuple[str, ast.Module]]:
+    return [(str(path.relative_to(ADB)), tree_of(path)) for path in sorted(ADB.rglob("*.py"))]
+
+
+def imported(tree: ast.Module) -> set[str]:
+    """The ``adb`` modules ``tree`` imports (relative or absolute), by last name."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = (node.module or "").split(".")
+            if node.level or base[0] == "adb":
+                names.add(base[-1] if base[-1] not in ("", "adb") else "")
+                names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[-1] for alias in node.names
+                         if alias.name.startswith("adb."))
+    return names - {""}
+
+
+def kind_members(tree: ast.Module) -> list[str]:
+    """``Kind.X`` references and job builder calls in ``tree``."""
+    found = [ast.unparse(node) for node in ast.walk(tree)
+             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+             and node.value.id == "Kind" and node.attr.isupper()]
+    found += [node.func.id for node in ast.walk(tree)
+              if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+              and node.func.id in BUILDERS]
+    return found
+
+
+def test_only_the_engine_builds_jobs() -> None:
+    found = {name: kind_members(tree) for name, tree in modules()
+             if name not in JOB_BUILDERS}
+    assert {name: refs for name, refs in found.items() if refs} == {}
+
+
+def queue_puts(tree: ast.Module) -> list[str]:
+    """Calls that put on a job queue: ``<x>.queue.put(...)``, ``<x>.inbox.put(...)``,
+    ``gate.put(...)``."""
+    return [ast.unparse(node.func) for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("put", "put_nowait")
+            and re.search(r"(\bqueue|inbox|gate)$", ast.unparse(node.func.value))]
+
+
+def test_no_module_outside_the_engine_side_queues_a_job() -> None:
+    found = {name: queue_puts(tree) for name, tree in modules() if name not in ENGINE_SIDE}
+    assert {name: puts for name, puts in found.items() if puts} == {}
+
+
+def test_no_feature_front_end_or_facade_imports_the_worker_modules() -> None:
+    found = {name: sorted(imported(tree) & WORKER_MODULES) for name, tree in modules()
+             if name not in ENGINE_SIDE and not name.startswith("drivers/")}
+    assert {name: bad for name, bad in found.items() if bad} == {}
+
+
+IDENTITY = re.compile(r"\bSession\.\w+|\bops\.\w+|\.run\b|\.fn\b|\[(FN|JOB_OP)\]")
+
+
+def identity_tests(tree: ast.Module) -> list[str]:
+    """``is``/``in`` comparisons that name a job function (a test against None aside)."""
+    return [ast.unparse(node) for node in ast.walk(tree)
+            if isinstance(node, ast.Compare)
+            and any(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in node.ops)
+            and not all(isinstance(c, ast.Constant) and c.value is None
+                        for c in node.comparators)
+            and IDENTITY.search(ast.unparse(node))]
+
+
+def test_no_identity_test_on_a_job_function() -> None:
+    found = {name: identity_tests(tree) for name, tree in modules()}
+    assert {name: tests for name, tests in found.items() if tests} == {}
+
+
+def test_the_rule_checks_can_fail() -> None:
+    tree = ast.parse("from .session import Session\nfrom . import ops\n"
+                     "if job[FN] is Session.batchable: pass\n"
+                     "if op is not ops.interaction: pass\n"
+                     "tx.queue.put(detached(Kind.FINISH, ()))\n")
+    assert imported(tree) >= {"session", "Session", "ops"}
+    assert len(identity_tests(tree)) == 2
+    assert kind_members(tree) == ["Kind.FINISH", "detached"]
+    assert queue_puts(tree) == ["tx.queue.put"]
+
+
+def ownership_rows() -> list[tuple[str, list[str]]]:
+    """The ownership table's rows that name an attribute written through
+    ``.name``: the attribute, and the modules its writer cell names."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    rows = []
+    for line in text.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) != 3 or not line.startswith("| "):
+            continue
+        attribute = re.search(r"`(?:\w+\.)+(\w+)`", cells[0])
+        writers = re.findall(r"`(?:adb/)?(\w+\.py)`", cells[1])
+        if attribute and writers:
+            rows.append((attribute.group(1), writers))
+    return rows
+
+
+MUTATORS = {"pop", "append", "add", "discard", "remove", "clear", "update", "setdefault"}
+
+
+def written(node: ast.AST, attribute: str) -> bool:
+    """True when ``node`` writes ``<x>.attribute`` (not ``self.attribute``: its own
+    class's): assigns it, assigns or deletes an item of it, or calls a mutator on it."""
+    def outside(target: ast.AST) -> bool:
+        return isinstance(target, ast.Attribute) and target.attr == attribute \
+            and not (isinstance(target.value, ast.Name) and target.value.id == "self")
+    targets: list[ast.AST] = []
+    if isinstance(node, ast.Assign):
+        targets = list(node.targets)
+    elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+        targets = [node.target]
+    elif isinstance(node, ast.Delete):
+        targets = list(node.targets)
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+            and node.func.attr in MUTATORS:
+        targets = [node.func.value]
+    return any(outside(t.value if isinstance(t, ast.Subscript) else t) for t in targets)
+
+
+def writers_of(attribute: str) -> set[str]:
+    """The modules that write ``<x>.attribute`` (see ``written``)."""
+    return {name.split("/")[-1] for name, tree in modules()
+            if any(written(node, attribute) for node in ast.walk(tree))}
+
+
+def test_every_shared_structure_has_the_writers_the_table_names() -> None:
+    rows = ownership_rows()
+    assert ("late", ["pool.py"]) in rows and ("connections", ["session.py", "twisted.py"]) in rows
+    assert "session.py" in writers_of("connections")  # the check sees a write it must allow
+    for attribute, writers in rows:
+        assert writers_of(attribute) <= set(writers), attribute
+
+
+def private_members(protocol: ast.ClassDef) -> list[str]:
+    names = []
+    for node in protocol.body:
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.append(node.target.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names.append(node.name)
+    return [n for n in names if n.startswith("_") and not n.startswith("__")]
+
+
+def protocols(path: Path) -> list[ast.ClassDef]:
+    return [cls for cls in classes(path)
+            if any(isinstance(base, ast.Name) and base.id == "Protocol" for base in cls.bases)]
+
+
+@pytest.mark.parametrize("module", FEATURES)
+def test_no_feature_protocol_names_a_private_member(module: str) -> None:
+    found = {cls.name: private_members(cls) for cls in protocols(ADB / module)}
+    assert {name: members for name, members in found.items() if members} == {}
+
+
+def test_the_protocol_check_can_fail(tmp_path: Path) -> None:
+    path = tmp_path / "feature.py"
+    path.write_text("class Db(Protocol):\n    _driver: int\n    def _begin(self): ...\n"
+                    "    def __call__(self): ...\n    name: str\n")
+    assert [private_members(cls) for cls in protocols(path)] == [["_driver", "_begin"]]
+
+
+FRONT_END_WORDS = ("_blocking", "waiting", "Waiting", "FrontEnd", "Waiter", "Deferred", "Future",
+                   "asyncio", "twisted", "tornado", "reactor", "loop")
+
+
+@pytest.mark.parametrize("module", ["core.py", "engine.py"])
+def test_the_core_never_branches_on_its_front_end(module: str) -> None:
+    tests = [node.test for node in ast.walk(tree_of(ADB / module))
+             if isinstance(node, (ast.If, ast.IfExp, ast.While))]
+    text = [ast.unparse(test) for test in tests]
+    assert [t for t in text if any(word in t for word in FRONT_END_WORDS)] == []
+
+
+def stubs(module: str, cls_name: str) -> dict[str, ast.FunctionDef]:
+    """The ``if TYPE_CHECKING:`` method stubs of class ``cls_name`` in ``adb/module``."""
+    [cls] = [c for c in classes(ADB / module) if c.name == cls_name]
+    found: dict[str, ast.FunctionDef] = {}
+    for node in cls.body:
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            found.update({f.name: f for f in node.body if isinstance(f, ast.FunctionDef)})
+    return found
+
+
+def parameters(function: ast.FunctionDef) -> list[str]:
+    """Each parameter as ``kind name=default`` (annotations aside: the return
+    type is what a stub changes, and a parameter's type may name the front-end's);
+    defaults by value where they are literals, else as written."""
+    def value(default: ast.expr | None) -> str:
+        if default is None:
+            return ""
+        try:
+            return repr(ast.literal_eval(default))
+        except ValueError:
+            return ast.unparse(default)
+    args = function.args
+    positional = args.posonlyargs + args.args
+    defaults = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
+    out = [f"{a.arg}={value(d)}" for a, d in zip(positional, defaults)]
+    if args.vararg:
+        out.append(f"*{args.vararg.arg}")
+    out += [f"kw {a.arg}={value(d)}" for a, d in zip(args.kwonlyargs, args.kw_defaults)]
+    if args.kwarg:
+        out.append(f"**{args.kwarg.arg}")
+    return out
+
+
+def differing_methods() -> dict[str, ast.FunctionDef]:
+    """The facade's public methods whose return type is the front-end's (``Any``)."""
+    [facade] = [c for c in classes(ADB / "core.py") if c.name == FACADE[1]]
+    return {f.name: f for f in facade.body if isinstance(f, ast.FunctionDef)
+            and not f.name.startswith("_") and not f.decorator_list and f.returns is not None
+            and ast.unparse(f.returns) == "Any"}
+
+
+def test_the_methods_whose_return_type_differs_are_found() -> None:
+    found = set(differing_methods())
+    assert {"runQuery", "runOperation", "beginTransaction", "stream", "listen"} <= found
+    assert "transaction" not in found and "stats" not in found
+    assert all(callable(getattr(adb.core.BaseDatabase, name)) for name in found)
+
+
+@pytest.mark.parametrize("module,cls", FRONT_ENDS)
+def test_each_front_end_types_every_method_whose_return_type_differs(module: str,
+                                                                     cls: str) -> None:
+    own = stubs(module, cls)
+    missing = sorted(set(differing_methods()) - set(own))
+    assert missing == [], f"adb/{module}: no typed stub for {missing}"
+    for name, method in differing_methods().items():
+        assert parameters(own[name]) == parameters(method), f"adb/{module}: {name}'s parameters"
+        returns = own[name].returns
+        assert returns is not None and ast.unparse(returns) != "Any", name
