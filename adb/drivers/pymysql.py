@@ -11,7 +11,7 @@ import os
 import socket
 import struct
 import threading
-from typing import Any, Iterable, NamedTuple, Optional, Sequence
+from typing import Any, Iterable, Optional, Sequence
 
 from ..copytext import RowReader, mysql_value_text
 from ..errors import InterfaceError
