@@ -175,6 +175,9 @@ class Pool:
         while True:
             try:
                 return self.driver.connect()
+            except ConnectionRejected as exc:  # on_connect raised (adb.options.OnConnect)
+                raise ConnectionRejected(f"{self.name!r}: {exc} (a new connection to "
+                                         f"{self.driver.target})", exc.reason) from exc.__cause__
             except Exception as exc:
                 reason = self.driver.rejection(exc)
                 if reason is not None:
