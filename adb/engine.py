@@ -414,7 +414,7 @@ class Engine(Generic[F]):
             self._state = CloseState.CLOSING
         self.refusal = PoolClosed.refused(self.name)
         for tx in list(self._open_tx):
-            tx.abandon("because the Database is closing")
+            tx.abandon("because the Database was closed")
         if self.admission is not None:
             self.admission.close()
         self.pool.stop()

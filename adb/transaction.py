@@ -68,6 +68,7 @@ class Transaction:
         self.worker: Optional[int] = None
         self.savepoints = Savepoints(self.id)
         self.span: Any = None  # its OpenTelemetry span, begun by its worker if traced
+        self.abandoned: Optional[str] = None  # why adb rolled it back, if it did
         self._finalizer = weakref.finalize(self, _roll_back_dropped, self.queue, self.id)
 
     def __repr__(self) -> str:
@@ -84,6 +85,9 @@ class Transaction:
             raise TransactionError(f"{self!r} belongs to another Database, not "
                                    f"{getattr(engine, 'name', engine)!r}")
         if self.state not in _USABLE:
+            if self.abandoned is not None:
+                raise TransactionError(f"{self!r} was rolled back {self.abandoned}: nothing "
+                                       "of it was committed; begin a new transaction")
             raise TransactionError(f"{self!r} is finished; begin a new transaction")
 
     # -- its life: ending() on the caller's side, the rest in its worker's thread --------
@@ -117,7 +121,9 @@ class Transaction:
             Telemetry.end_transaction(span, outcome)
 
     def abandon(self, reason: str) -> None:
-        """Mark it failed and have its worker roll it back (its Database is closing)."""
+        """Mark it failed and have its worker roll it back (its Database is closing);
+        ``reason`` (``"because ..."``) is what its handle's next use is told."""
+        self.abandoned = reason
         self.fail()
         self.queue.put(abandon_job(reason))
 
