@@ -18,6 +18,7 @@ value itself lives in ``adb.target``, below the drivers.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Optional, Union
 from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 
@@ -28,14 +29,25 @@ from .target import Family, Target, credentials_unclear, mask_credentials
 #: the port a host of a multi-host URL gets when none is written
 DEFAULT_PORTS = {Family.POSTGRESQL: 5432, Family.MYSQL: 3306}
 
+#: a ``%`` that does not start a ``%XX`` escape, which libpq refuses in a URI
+_BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
+
+
+def _userinfo(url: str) -> str:
+    """What precedes the host part's last ``@`` (empty without one)."""
+    netloc = re.split(r"[/?#]", url.split("://", 1)[-1], maxsplit=1)[0]
+    return netloc.rpartition("@")[0]
+
+
 def target_for(driver: str, kwargs: Optional[dict[str, Any]] = None,
                args: tuple[Any, ...] = ()) -> Target:
     """The Target of driver ``driver`` (a name, alias or module name) with the
     ``connect()`` arguments given, its family and URL scheme as the registry says."""
     name = drivers.canonical(driver)
     for dsn in (*args[:1], (kwargs or {}).get("dsn")):
-        if isinstance(dsn, str) and "://" in dsn and credentials_unclear(dsn):
-            raise unclear_credentials(dsn)  # a libpq URI would fail, quoting its parts
+        if isinstance(dsn, str) and "://" in dsn and (
+                credentials_unclear(dsn) or _BAD_ESCAPE.search(_userinfo(dsn))):
+            raise unclear_credentials(dsn)  # libpq would refuse it, quoting the password
     return Target(name, dict(kwargs or {}), tuple(args), drivers.family(name),
                   drivers.url_scheme(name))
 
