@@ -29,7 +29,8 @@ from .target import Family, Target, credentials_unclear, mask_credentials
 #: the port a host of a multi-host URL gets when none is written
 DEFAULT_PORTS = {Family.POSTGRESQL: 5432, Family.MYSQL: 3306}
 
-#: a ``%`` that does not start a ``%XX`` escape, which libpq refuses in a URI
+#: a ``%`` that does not start a ``%XX`` escape, which libpq refuses in a URI (its
+#: error quoting the text around it)
 _BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
 
 
@@ -46,8 +47,9 @@ def target_for(driver: str, kwargs: Optional[dict[str, Any]] = None,
     name = drivers.canonical(driver)
     for dsn in (*args[:1], (kwargs or {}).get("dsn")):
         if isinstance(dsn, str) and "://" in dsn and (
-                credentials_unclear(dsn) or _BAD_ESCAPE.search(_userinfo(dsn))):
-            raise unclear_credentials(dsn)  # libpq would refuse it, quoting the password
+                credentials_unclear(dsn) or _BAD_ESCAPE.search(_userinfo(dsn))
+                or "@" in _userinfo(dsn)):  # libpq's host part begins at the first '@'
+            raise unclear_credentials(dsn)  # libpq would misread it, quoting the password
     return Target(name, dict(kwargs or {}), tuple(args), drivers.family(name),
                   drivers.url_scheme(name))
 
