@@ -150,6 +150,12 @@ class AsyncioFrontEnd(LoopFrontEnd["asyncio.Future[Any]"]):
                 raise InterfaceError(
                     f"{self.label}: call it from a coroutine on a running event loop "
                     "(or pass loop= to Database)") from None
+            if self.loop.is_running():  # in another thread: this one runs no loop
+                raise InterfaceError(
+                    f"{self.label} was called from a thread other than its event loop's: "
+                    "its futures belong to that loop, and are not safe to use here; from "
+                    "another thread use asyncio.run_coroutine_threadsafe(coro, loop), or "
+                    "adb.sync.Database for blocking code") from None
             return self.loop
         if loop is not self.loop:
             if self.loop is not None and not self.loop.is_closed():

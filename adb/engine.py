@@ -485,7 +485,7 @@ class Engine(Generic[F]):
             self._state = CloseState.CLOSING
         self.refusal = PoolClosed.refused(self.name)
         for tx in list(self._open_tx):
-            tx._record.abandon("because the Database is closing")
+            tx._record.abandon("because the Database was closed")
         if self.admission is not None:
             self.admission.close()
         self.pool.stop()

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import inspect
 import itertools
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Callable, Optional, TypedDict, Union
 
-from .errors import InterfaceError
+from .errors import ConnectionRejected, InterfaceError
 from .rows import RowFactory, resolve
 
 class Embedded(enum.Enum):
@@ -209,6 +210,53 @@ class Settings:
                                    replicas=ReplicaSettings())
 
 
+#: why ``on_connect`` must be a plain function, for the errors that refuse one
+_PLAIN = ("on_connect runs in the worker thread that opened the connection, where "
+          "nothing awaits: it must be a plain function (def, not async def) that sets "
+          "the connection up with blocking DB-API calls")
+
+
+def check_on_connect(fn: Any) -> Optional[OnConnect]:
+    """``on_connect=``, checked (callable, not a coroutine function) and wrapped."""
+    if fn is None:
+        return None
+    if not callable(fn):
+        raise InterfaceError(f"on_connect must be callable, not {fn!r}")
+    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+            getattr(fn, "__call__", None)):
+        raise InterfaceError(f"on_connect={fn!r} is a coroutine function: {_PLAIN}")
+    return OnConnect(fn)
+
+
+class OnConnect:
+    """The application's ``on_connect``, as a worker runs it on a new connection:
+    whatever it raises is the application's failure, not a server out of reach
+    (``ConnectionRejected`` whose cause it is: no backoff, no retry), and a result
+    that is awaitable (a coroutine nothing would ever run) is refused."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[[Any], object]) -> None:
+        self.fn = fn
+
+    def __call__(self, conn: Any) -> None:
+        try:
+            result = self.fn(conn)
+        except Exception as exc:
+            raise ConnectionRejected(f"on_connect raised {type(exc).__name__}: {exc}",
+                                     f"on_connect raised {type(exc).__name__}") from exc
+        if inspect.isawaitable(result):
+            close = getattr(result, "close", None)
+            if close is not None:
+                close()  # never run: no "never awaited" warning for it
+            raise ConnectionRejected(
+                f"on_connect returned {type(result).__name__} {result!r}, an awaitable: "
+                + _PLAIN, "on_connect returned an awaitable")
+
+    def __repr__(self) -> str:
+        return repr(self.fn)
+
+
 def parse(options: Mapping[str, Any]) -> Settings:
     """Check adb's options and group them; the rest are the driver's keywords."""
     given = dict(options)
@@ -219,9 +267,7 @@ def parse(options: Mapping[str, Any]) -> Settings:
     on_full = take("on_full", "wait")
     if on_full not in ("wait", "raise"):
         raise InterfaceError(f"on_full must be 'wait' or 'raise', not {on_full!r}")
-    on_connect = take("on_connect", None)
-    if on_connect is not None and not callable(on_connect):
-        raise InterfaceError(f"on_connect must be callable, not {on_connect!r}")
+    on_connect = check_on_connect(take("on_connect", None))
     return Settings(
         name=name if name is not None else f"adb-{next(_names)}",
         driver=take("driver", None),

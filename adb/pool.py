@@ -173,8 +173,14 @@ class Pool:
         """One connect (two with ``retry``: one failure may be a fluke); a rejection
         (``Driver.rejection``) is raised as ConnectionRejected at once."""
         while True:
+            unencodable = None
             try:
                 return self.driver.connect()
+            except ConnectionRejected as exc:  # on_connect raised (adb.options.OnConnect)
+                raise ConnectionRejected(f"{self.name!r}: {exc} (a new connection to "
+                                         f"{self.driver.target})", exc.reason) from exc.__cause__
+            except UnicodeError as exc:  # its message and args hold the text: a secret, maybe
+                unencodable = str(getattr(exc, "encoding", "its encoding"))
             except Exception as exc:
                 reason = self.driver.rejection(exc)
                 if reason is not None:
@@ -184,6 +190,10 @@ class Pool:
                 if not retry:
                     raise
                 retry = False
+            if unencodable is not None:  # raised here, not chained to the driver's error
+                reason = (f"{self.driver.name} cannot encode a connect argument (user, password, "
+                          f"database...) as {unencodable}")
+                raise ConnectionRejected(f"{self.name!r}: {self.driver.target}: {reason}", reason)
 
     def warm_up_failed(self, index: int, error: BaseException) -> None:
         """Worker ``index`` could not connect before its first job (its thread): log

@@ -57,8 +57,9 @@ class Target:
         """A URL-like, password-free description for reprs, logs and errors."""
         kw = self.kwargs
         scheme = self.scheme or self.driver
-        if self.family is Family.POSTGRESQL and self.args and isinstance(self.args[0], str):
-            kw = {**libpq_fields(self.args[0]), **kw}  # a libpq DSN: its host and database
+        dsn = self.args[0] if self.args else kw.get("dsn")
+        if self.family is Family.POSTGRESQL and isinstance(dsn, str):
+            kw = {**libpq_fields(dsn), **kw}  # a libpq DSN: its host and database
         elif self.args and not kw:
             return f"{scheme}://(positional connect arguments)"
         if self.family is Family.SQLITE:
@@ -98,7 +99,9 @@ def libpq_fields(dsn: str) -> dict[str, str]:
     form or its ``postgresql://`` URI form: host, port, user, dbname, and
     ``password`` as ``***`` where one is given (never its value)."""
     fields: dict[str, str] = {}
-    if "://" in dsn:
+    if "://" in dsn and credentials_unclear(dsn):
+        fields.update(host=hosts_after_credentials(dsn), password="***")
+    elif "://" in dsn:
         parts = urlsplit(dsn)
         userinfo, _, hosts = parts.netloc.rpartition("@")
         user, colon, _ = userinfo.partition(":")
@@ -114,4 +117,48 @@ def libpq_fields(dsn: str) -> dict[str, str]:
             if key in _SHOWN and value}
 
 
-__all__ = ["Family", "Target", "libpq_fields"]
+#: what ends a URL's host part (and so cuts short a password holding one raw)
+_AFTER_HOST = "/?#"
+
+
+def credentials_unclear(url: str) -> bool:
+    """True when a ``scheme://...`` URL's credentials cannot be told from the rest:
+    an ``@`` past the host part (a raw ``/``, ``?`` or ``#`` in a password ends
+    the host part early, and an ``@`` in a query value reads the same), or a URL
+    ``urlsplit`` refuses (a raw ``[``/``]``, a character NFKC turns into one of these).
+    A raw ``@`` or ``:`` in a password is unambiguous: the host follows the last ``@``."""
+    rest = url.split("://", 1)[-1]
+    at = rest.rfind("@")
+    if at < 0:
+        return False
+    ends = [i for i in (rest.find(c) for c in _AFTER_HOST) if i >= 0]
+    if ends and min(ends) < at:
+        return True
+    try:
+        urlsplit(url)
+    except ValueError:
+        return True
+    return False
+
+
+def mask_credentials(url: str) -> str:
+    """``url`` with everything between ``://`` and its last ``@`` as ``***``: all
+    that could be credentials, for an error about a URL that cannot be parsed."""
+    head, sep, rest = url.partition("://")
+    if not sep:
+        head, rest = "", url
+    if "@" not in rest:
+        return url
+    return f"{head}{sep}***@{rest.rpartition('@')[2]}"
+
+
+def hosts_after_credentials(url: str) -> str:
+    """The host part after a URL's last ``@`` (up to its path or query)."""
+    host = url.rpartition("@")[2]
+    for delimiter in _AFTER_HOST:
+        host = host.split(delimiter, 1)[0]
+    return unquote(host)
+
+
+__all__ = ["Family", "Target", "credentials_unclear", "hosts_after_credentials",
+           "libpq_fields", "mask_credentials"]

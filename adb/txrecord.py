@@ -66,8 +66,10 @@ class TxRecord:
     def check(self) -> None:
         """Raise TransactionError unless it can take more work."""
         if self.state not in USABLE:
-            why = f" ({self.why_failed})" if self.why_failed else ""
-            raise TransactionError(f"{self!r} is finished{why}; begin a new transaction")
+            if self.why_failed is not None:
+                raise TransactionError(f"{self!r} was {self.why_failed}: nothing of it was "
+                                       "committed; begin a new transaction")
+            raise TransactionError(f"{self!r} is finished; begin a new transaction")
 
     # -- its life: ending() and abandon() on the caller's side, the rest in its worker ---
 
@@ -92,7 +94,7 @@ class TxRecord:
 
     def abandon(self, reason: str) -> None:
         """Mark it failed and have its worker roll it back (its Database is closing)."""
-        self.why_failed = f"it was rolled back {reason}"
+        self.why_failed = f"rolled back {reason}"
         self.fail()
         self.queue.put(abandon_job(reason))
 

@@ -18,21 +18,38 @@ value itself lives in ``adb.target``, below the drivers.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Optional, Union
 from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 
 from . import drivers
 from .errors import InterfaceError
-from .target import Family, Target
+from .target import Family, Target, credentials_unclear, mask_credentials
 
 #: the port a host of a multi-host URL gets when none is written
 DEFAULT_PORTS = {Family.POSTGRESQL: 5432, Family.MYSQL: 3306}
+
+#: a ``%`` that does not start a ``%XX`` escape, which libpq refuses in a URI (its
+#: error quoting the text around it)
+_BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
+
+
+def _userinfo(url: str) -> str:
+    """What precedes the host part's last ``@`` (empty without one)."""
+    netloc = re.split(r"[/?#]", url.split("://", 1)[-1], maxsplit=1)[0]
+    return netloc.rpartition("@")[0]
+
 
 def target_for(driver: str, kwargs: Optional[dict[str, Any]] = None,
                args: tuple[Any, ...] = ()) -> Target:
     """The Target of driver ``driver`` (a name, alias or module name) with the
     ``connect()`` arguments given, its family and URL scheme as the registry says."""
     name = drivers.canonical(driver)
+    for dsn in (*args[:1], (kwargs or {}).get("dsn")):
+        if isinstance(dsn, str) and "://" in dsn and (
+                credentials_unclear(dsn) or _BAD_ESCAPE.search(_userinfo(dsn))
+                or "@" in _userinfo(dsn)):  # libpq's host part begins at the first '@'
+            raise unclear_credentials(dsn)  # libpq would misread it, quoting the password
     return Target(name, dict(kwargs or {}), tuple(args), drivers.family(name),
                   drivers.url_scheme(name))
 
@@ -46,6 +63,8 @@ def parse_url(url: object) -> Target:
             f"not a database URL (no '://'): {_redact(url)!r}; "
             "expected e.g. 'postgresql://user@host/db', 'mysql://...' or 'sqlite:///file.db'")
     driver = drivers.for_scheme(url.split("://", 1)[0])
+    if credentials_unclear(url):
+        raise unclear_credentials(url)
     parts = urlsplit(url)
     query: dict[str, Any] = dict(parse_qsl(parts.query, keep_blank_values=True))
     if drivers.family(driver) is Family.SQLITE:
@@ -125,17 +144,29 @@ def _sqlite_kwargs(url: str, parts: SplitResult, query: dict[str, Any]) -> dict[
     return kwargs
 
 
+def unclear_credentials(url: str) -> InterfaceError:
+    """The error of a URL whose user and password cannot be told from its host: it
+    says how to write the password, and shows nothing of what could be credentials."""
+    return InterfaceError(
+        f"cannot tell the user and password from the host in database URL "
+        f"{mask_credentials(url)!r}: percent-encode a password (or user name) that holds "
+        "any of @ : / ? # [ ] % or a space, with urllib.parse.quote(password, safe=''), "
+        "and write an '@' elsewhere in the URL as %40")
+
+
 def _redact(url: str) -> str:
-    """The URL with any password replaced by ***."""
-    try:
-        parts = urlsplit(url)
-        if parts.password is not None:
-            netloc = parts.netloc.replace(":" + parts.password + "@", ":***@", 1)
-            return parts._replace(netloc=netloc).geturl()
-    except ValueError:
-        if "@" in url:
-            return url.split("://", 1)[0] + "://***@" + url.rsplit("@", 1)[1]
-    return url
+    """The URL with any password replaced by ***: the user is kept, the rest of
+    what precedes the last ``@`` of the host part is masked."""
+    if "://" not in url:
+        return mask_credentials(url)
+    if credentials_unclear(url):
+        return mask_credentials(url)
+    head, _, rest = url.partition("://")
+    end = min([i for i in (rest.find(c) for c in "/?#") if i >= 0] or [len(rest)])
+    userinfo, at, host = rest[:end].rpartition("@")
+    if not at or ":" not in userinfo:
+        return url
+    return f"{head}://{userinfo.partition(':')[0]}:***@{host}{rest[end:]}"
 
 
 def make_target(url: Union[str, Target, None] = None, driver: Optional[str] = None,
