@@ -222,3 +222,18 @@ def test_an_interrupted_run_drops_its_tables_too():
     assert err.strip().splitlines()[-1] == "python -m benchmarks: interrupted"
     assert "Traceback" not in err
     assert "adb_bench_insert" not in tables_of(url)
+
+
+def test_the_docs_options_table_lists_every_flag():
+    """docs/benchmarks.md's options table names every option of the command (one of
+    each option's spellings), so a new flag cannot go undocumented."""
+    import argparse
+    import pathlib
+    text = (pathlib.Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md").read_text()
+    table = text.split("| option | meaning |", 1)[1].split("\n\n", 1)[0]
+    documented = set(re.findall(r"--[a-z_-]+", table))
+    missing = [action.option_strings for action in cli.parser("x")._actions
+               if action.option_strings and action.help != argparse.SUPPRESS
+               and "--help" not in action.option_strings
+               and not documented & set(action.option_strings)]
+    assert missing == []
