@@ -26,8 +26,8 @@ SHORT = ["--rows", "200", "--systems", "adb-asyncio,threads"]
 
 def bench(*argv: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """``python -m benchmarks argv`` with stdout and stderr captured (so not a terminal)."""
-    return subprocess.run([sys.executable, "-m", "benchmarks", *argv], capture_output=True, check=False,
-                          text=True, timeout=timeout)
+    return subprocess.run([sys.executable, "-m", "benchmarks", *argv], capture_output=True,
+                          text=True, timeout=timeout, check=False)
 
 
 def with_user(url: str, user: str, password: str = "") -> str:
