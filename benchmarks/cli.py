@@ -5,6 +5,11 @@ With no options: the parallel-insert scenario on the embedded default (SQLite in
 a temporary file), every system that can run on it, once. The 2011 benchmark's
 options (``--db --dbhost --dbpasswd --dbuser --pool_size --use_adb --use_adbapi
 --use_tornado --use_txmysql``) still work beside ``--dburl`` and friends.
+
+A wrong option or a database the run cannot use (a bad URL, a refused login, a
+server that does not answer) is one line on stderr and exit status 2, before any
+work. The scenario's tables (``adb_bench_*``) are dropped at the end of the run,
+also when it fails or is interrupted, unless ``--keep``.
 """
 
 from __future__ import annotations
@@ -13,14 +18,17 @@ import argparse
 import contextlib
 import dataclasses
 import importlib.util
+import logging
 import os
 import sys
 import tempfile
 import time
-from typing import Any, Iterator, Mapping, Optional, Sequence
+from typing import Any, Iterator, Mapping, NoReturn, Optional, Sequence
 from urllib.parse import quote
 
 from adb import drivers
+from adb.errors import ConnectionRejected, ServerUnavailable
+from adb.errors import Error as AdbError
 from adb.url import parse_url
 
 from . import harness, mongo, report
@@ -41,12 +49,22 @@ DESCRIPTION = ("adb against its peers on published experiments, first among them
                "verified. What each scenario measures, and results on PostgreSQL and MariaDB: "
                "the Benchmarks page of adb's documentation (docs/benchmarks.md in the source "
                "distribution).")
+EPILOG = ("In the --dburl database a run creates its scenario's tables, all named adb_bench_* "
+          "(dropping any tables of those names first), and drops them when it ends, also when "
+          "it fails or is interrupted; --keep keeps them. It touches no other table.")
 #: how to get what a run needs beyond adb itself
 BENCH_EXTRA = "pip install 'adb-async[bench]' (in a checkout: pip install -e '.[bench]')"
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, saying a wrong option in one line (not the 30-line usage)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (--help lists the options)\n")
+
+
 def parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, description=DESCRIPTION)
+    p = Parser(prog=prog, description=DESCRIPTION, epilog=EPILOG)
     p.add_argument("--scenario", default="parallel-insert", choices=sorted(SCENARIOS))
     p.add_argument("--dburl", help="database URL (postgresql://, mysql://, sqlite:///; "
                    "mongodb:// for sequential and mongo-tasks); default: SQLite in a temporary file")
@@ -54,7 +72,9 @@ def parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
     p.add_argument("--rows", type=int, default=None,
                    help="rows to insert (100000 on a server; 20000 on the embedded default, "
                         "so a first run takes about a minute)")
-    p.add_argument("--repeat", type=int, default=1, help="interleaved rounds (1)")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="interleaved rounds (1: one figure per system, no median or spread; "
+                        "3 or more for median (min-max))")
     p.add_argument("--pool_size", "--pool-size", type=pool_sizes, default=None,
                    help="connections per system (10, or the scenario's own default); "
                         "a list (15,120,350) runs every system at each size")
@@ -62,6 +82,8 @@ def parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
     p.add_argument("--plot", metavar="FILE", help="write a chart (.png or .svg)")
     p.add_argument("--html", metavar="FILE", help="write an HTML report (table, chart, environment)")
     p.add_argument("--timeout", type=float, default=600, help="seconds per run before it fails")
+    p.add_argument("--keep", action="store_true",
+                   help="keep the scenario's adb_bench_* tables after the run (default: dropped)")
     p.add_argument("--list", action="store_true", help="list systems and scenarios, then exit")
     for name, scenario in sorted(SCENARIOS.items()):
         if scenario.add_arguments is not None:
@@ -166,7 +188,8 @@ def selected_systems(p: argparse.ArgumentParser, args: argparse.Namespace,
 def main(argv: Optional[Sequence[str]] = None, prog: Optional[str] = None) -> int:
     """``python -m benchmarks`` (``prog``; default: the command's own name, as
     ``adb-benchmark``): parse, list or run, report; 1 if any run failed, 2 if the
-    options are wrong or what the run needs is not installed."""
+    options are wrong, the database cannot be used or what the run needs is not
+    installed, 130 if interrupted."""
     argv = sys.argv[1:] if argv is None else list(argv)
     prog = prog or os.path.basename(sys.argv[0])
     args = parse(argv, prog)
@@ -179,12 +202,84 @@ def main(argv: Optional[Sequence[str]] = None, prog: Optional[str] = None) -> in
               f"installs: {BENCH_EXTRA}", file=sys.stderr)
         return 2
     with database(args.dburl) as url:
-        outcome = measure(args, url)
+        problem = unusable(url, args.scenario_record)
+        if problem:  # before any work: nothing is created, nothing runs
+            print(f"{prog}: {problem}", file=sys.stderr)
+            return 2
+        try:
+            outcome = measure(args, url)
+        except KeyboardInterrupt:
+            print(f"\n{prog}: interrupted", file=sys.stderr)
+            return 130
+        finally:
+            tables = own_tables(args, url)
+            if tables and not args.keep:
+                drop_tables(prog, url, tables)
         show(outcome)
         write_files(args, argv, outcome)
         if args.dburl is None and args.scenario_record.uses_database:
             print(EMBEDDED_HINT.format(prog=prog))
+        elif tables:
+            print(f"\ntables: {', '.join(tables)} "
+                  + ("kept (--keep)" if args.keep else "dropped at the end of the run (kept with --keep)"))
     return 1 if any(not r.ok for r in outcome.runs) else 0
+
+
+@contextlib.contextmanager
+def adb_quiet() -> Iterator[None]:
+    """adb's own log lines (a failed connect, a retry) kept off the terminal: the
+    CLI says what went wrong itself, in one line."""
+    log = logging.getLogger("adb")
+    was, log.disabled = log.disabled, True
+    try:
+        yield
+    finally:
+        log.disabled = was
+
+
+def unusable(url: str, scenario: Scenario) -> Optional[str]:
+    """Why the run cannot use ``url``, in one line saying what to fix, or None:
+    one connection opened and ``select 1`` run before anything else."""
+    if not scenario.uses_database or mongo.is_mongo(url):
+        return None
+    import adb.sync
+    target = _describe(url)
+    try:
+        with adb_quiet(), adb.sync.Database(url, pool_size=1) as db:
+            db.runQuery("select 1")
+    except ConnectionRejected as exc:
+        return (f"{target} refused the connection: {exc.reason}; check the user, password "
+                "and database name in --dburl")
+    except ServerUnavailable as exc:
+        return (f"cannot reach {target}: {_first_line(exc.__cause__ or exc)}; check that the "
+                "server is running and the host and port in --dburl")
+    except AdbError as exc:
+        return f"cannot use {target}: {_first_line(exc)}; fix --dburl"
+    return None
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0].strip()
+
+
+def own_tables(args: argparse.Namespace, url: str) -> tuple[str, ...]:
+    """The tables this run creates in a database that outlives it: none on the
+    embedded default (its file goes with the run) or MongoDB."""
+    if args.dburl is None or mongo.is_mongo(url):
+        return ()
+    scenario: Scenario = args.scenario_record
+    return scenario.tables
+
+
+def drop_tables(prog: str, url: str, tables: Sequence[str]) -> None:
+    """Drop ``tables``; a failure is a line on stderr (naming them), not an error."""
+    import adb.sync
+    try:
+        with adb_quiet(), adb.sync.Database(url, pool_size=1) as db:
+            for table in tables:
+                db.runOperation(f"drop table if exists {table}")
+    except Exception as exc:  # the run's outcome matters more than its tidying up
+        print(f"{prog}: could not drop {', '.join(tables)}: {_first_line(exc)}", file=sys.stderr)
 
 
 def missing_modules(args: argparse.Namespace) -> list[str]:
@@ -268,8 +363,8 @@ def show(outcome: Outcome) -> None:
     """The table on stdout, under a line saying what ran where."""
     env = outcome.env
     print()
-    print(f"{outcome.scenario.name}: {outcome.setting}, {env['server']}, {env['cpu_count']} CPUs, "
-          f"Python {env['python']}")
+    print(f"{outcome.scenario.name}: {outcome.setting}, {short_server(env['server'])}, "
+          f"{env['cpu_count']} CPUs, Python {env['python']}")
     print(outcome.text)
 
 
@@ -340,10 +435,13 @@ def _pools(args: argparse.Namespace) -> str:
 
 
 def short_server(version: str) -> str:
-    """'PostgreSQL 15.20', '10.11.19-MariaDB', 'SQLite 3.40.1': enough for a chart title."""
+    """'PostgreSQL 15.20', 'MariaDB 10.11.19', 'MySQL 8.0.36', 'SQLite 3.40.1': the
+    server's name and version, for the report's header and the chart's title (the
+    JSON keeps the whole ``version()``)."""
     words = version.split()
     if words and words[0][0].isdigit():  # MariaDB: '10.11.19-MariaDB-0+deb12u1'
-        return "-".join(words[0].split("-")[:2])
+        number, _, rest = words[0].partition("-")
+        return f"{'MariaDB' if rest.startswith('MariaDB') else 'MySQL'} {number}"
     return " ".join(words[:2])
 
 

@@ -64,16 +64,44 @@ def server_version(url: str, kind: str) -> str:
         return f"unknown ({type(exc).__name__})"
 
 
+#: what a column of the table means, by its figure's key (the label is the field's)
+COLUMNS = {
+    "rows_per_s": "rows per second of wall clock, from the first call to the last one "
+                  "acknowledged (connections opened before the clock)",
+    "seconds": "the run's wall-clock time",
+    "peak_rss_mb": "the client process's peak resident memory (ru_maxrss), MB",
+    "rss_growth_mb": "how much the client's resident memory grew during the run, MB",
+    "cpu_us_per_row": "the client process's CPU time (user + system, every thread, start-up "
+                      "included) divided by the rows, in microseconds: what the client costs "
+                      "a machine it shares with the server",
+    "opening_ratio": "the rate over the run's first 0.5 s divided by its whole rate: below 1 "
+                     "the system warms up, 1 it starts at full speed (adb's systems only: "
+                     "read from the pool's own counter; - for the others)",
+    "insert_us": "microseconds per insert, each awaited before the next",
+    "select_us": "microseconds per select by key, each awaited before the next",
+}
+#: the width the notes under the table are wrapped to
+WIDTH = 88
+#: what the report says of a reason a system cannot run, where it can say more
+WHY_NOT = {"does not talk to sqlite": "need a server: --dburl postgresql://... or mysql://..."}
+
+
 def table(summary: Summary, unavailable: Mapping[str, str], fields: Sequence[Field],
           baselines: Sequence[str] = ("adbapi", "threads"),
           roster: Mapping[str, Entrant] = SYSTEMS) -> str:
     """One line per report row (a system, or a system in a variant at a pool size):
-    the scenario's ``fields`` (the first as median (min-max), the rest as medians),
-    then the headline's ratio to each baseline system in the same variant and pool
-    size. ``unavailable`` maps row names to the reason they did not run."""
+    the scenario's ``fields`` (the first as median (min-max) over the rounds, or
+    the one figure of a single round; the rest as medians), then the headline's
+    ratio to each baseline system that ran, in the same variant and pool size. Under it: one
+    line per reason some rows did not run (``unavailable`` maps row names to it),
+    the systems that ran, and what the columns mean."""
     (key, label, fmt), rest = fields[0], fields[1:]
-    width = max([22, *map(len, summary), *map(len, unavailable)])
-    head = f"{'system':<{width}} {label + ' median (min-max)':>32}"
+    ran = dict.fromkeys(e.get("system", n) for n, e in summary.items())
+    baselines = [b for b in baselines if b in ran]  # a ratio to a system that ran
+    rounds = max((entry["runs"] for entry in summary.values()), default=0)
+    width = max([22, *map(len, summary)])
+    head = f"{'system':<{width}} " + (f"{label + ' median (min-max)':>32}" if rounds > 1
+                                      else f"{label:>14}")
     head += "".join(f" {name:>12}" for _, name, _ in rest)
     head += "".join(f" {'x ' + b:>10}" for b in baselines)
     lines = [head, "-" * len(head)]
@@ -82,8 +110,11 @@ def table(summary: Summary, unavailable: Mapping[str, str], fields: Sequence[Fie
             lines.append(f"{name:<{width}} ERROR: {entry['errors'][0] if entry['errors'] else '?'}")
             continue
         r = entry[key]
-        cell = f"{fmt.format(r['median'])} ({fmt.format(r['min'])}-{fmt.format(r['max'])})"
-        line = f"{name:<{width}} {cell:>32}"
+        if rounds > 1:
+            cell = f"{fmt.format(r['median'])} ({fmt.format(r['min'])}-{fmt.format(r['max'])})"
+            line = f"{name:<{width}} {cell:>32}"
+        else:
+            line = f"{name:<{width}} {fmt.format(r['median']):>14}"
         for other, _, other_fmt in rest:
             value = entry.get(other, {}).get("median")
             line += f" {other_fmt.format(value) if value is not None else '-':>12}"
@@ -92,14 +123,43 @@ def table(summary: Summary, unavailable: Mapping[str, str], fields: Sequence[Fie
         if entry["errors"]:
             line += f"  ({len(entry['errors'])} failed: {entry['errors'][0]})"
         lines.append(line)
-    for name, reason in unavailable.items():
-        lines.append(f"{name:<{width}} not available: {reason}")
-    shown = dict.fromkeys([e.get("system", n) for n, e in summary.items()]
-                          + [n for u in unavailable for n in roster
-                             if u == n or u.startswith(n + " ")])
+    lines += not_run(unavailable)
     legend = [f"  {name}: {roster[name].label}" + (f" ({roster[name].note})" if roster[name].note else "")
-              for name in shown if name in roster]
-    return "\n".join(lines + [""] + legend)
+              for name in ran if name in roster]
+    return "\n".join(lines + [""] + legend + [""] + notes(rounds, fields, baselines))
+
+
+def not_run(unavailable: Mapping[str, str]) -> list[str]:
+    """One line per reason: the rows that did not run for it, then why."""
+    by_reason: dict[str, list[str]] = {}
+    for name, reason in unavailable.items():
+        by_reason.setdefault(reason, []).append(name)
+    return [f"not run here: {', '.join(names)} ({WHY_NOT.get(reason, reason)})"
+            for reason, names in by_reason.items()]
+
+
+def notes(rounds: int, fields: Sequence[Field], baselines: Sequence[str]) -> list[str]:
+    """Under the table: how many rounds its figures are (one round: how to get a
+    median), and what each column means."""
+    label = fields[0][1]
+    if rounds > 1:
+        head = (f"{label}: median (min-max) over {rounds} interleaved rounds; the other "
+                "columns: medians.")
+    else:
+        head = ("One round: each figure is a single run, with no median and no spread, so "
+                "the machine's noise goes unseen; --repeat N (3 or more) runs N interleaved "
+                "rounds and gives median (min-max).")
+    columns = [f"{field_label}: {COLUMNS[key]}" for key, field_label, _ in fields
+               if key in COLUMNS]
+    columns += [f"x {b}: {label} divided by {_possessive(b)} in the same pool size and variant"
+                for b in baselines]
+    return textwrap.wrap(head, WIDTH) + [
+        line for text in columns
+        for line in textwrap.wrap(text, WIDTH, initial_indent="  ", subsequent_indent="    ")]
+
+
+def _possessive(name: str) -> str:
+    return name + ("'" if name.endswith("s") else "'s")
 
 
 def _baseline(summary: Summary, entry: Mapping[str, Any], system: str,

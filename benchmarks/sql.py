@@ -1,10 +1,17 @@
-"""SQL text the benchmarks share: the parameter mark, and the bulk scenario's
-tables and rows (its scenario module and the C clients' runner both need them)."""
+"""SQL text the benchmarks share: the parameter mark, the bulk scenario's tables
+and rows (its scenario module and the C clients' runner both need them), and the
+web scenario's table (its scenario module and the web apps both read it).
+
+Every table a benchmark creates is named ``adb_bench_*``, so that a run never
+touches a table of the database's own (the CLI drops them at the end of a run).
+"""
 
 #: bulk: the table every reader reads, the one every loader fills, and their columns
-BULK_SOURCE, BULK_TARGET, BULK_COLUMNS = "bulk_rows", "bulk_load", ("k", "v")
+BULK_SOURCE, BULK_TARGET, BULK_COLUMNS = "adb_bench_bulk_rows", "adb_bench_bulk_load", ("k", "v")
 #: bulk: the width of a row's text (seed 000's ``varchar(100)``, filled)
 BULK_WIDTH = 100
+#: web: the TechEmpower ``world`` table, 10,000 rows read by the servers' ``/db``
+WEB_TABLE = "adb_bench_world"
 
 
 def placeholder(paramstyle: str) -> str:

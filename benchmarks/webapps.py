@@ -4,7 +4,7 @@ Two endpoints, as TechEmpower defines them:
 
 - ``/plaintext``: ``Hello, World!`` (the seed's hello-world handler; no database);
 - ``/loop``: the class of the event loop serving (what ``--loop`` asked for);
-- ``/db``: one row of ``world`` by a random id in 1..10000, as JSON
+- ``/db``: one row of the TechEmpower ``world`` table (``adb_bench_world``) by a random id in 1..10000, as JSON
   ``{"id": ..., "randomNumber": ...}``, read anew on every request. ``/db?id=N``
   asks for row N, so the harness can check sampled answers.
 
@@ -22,7 +22,7 @@ import os
 import random
 from typing import TYPE_CHECKING, Any, AsyncIterator, Optional, TypedDict
 
-from .sql import placeholder
+from .sql import WEB_TABLE, placeholder
 from .systems import SYSTEMS
 from .systems.common import Calls, RunSpec
 from .worlds import AsyncioWorld, World, awaited
@@ -79,7 +79,7 @@ async def open_calls(config: ServerConfig, place: Optional[World] = None) -> Asy
 
 
 def world_query(paramstyle: str) -> str:
-    return f"select id, randomnumber from world where id = {placeholder(paramstyle)}"
+    return f"select id, randomnumber from {WEB_TABLE} where id = {placeholder(paramstyle)}"
 
 
 def pick_id(asked: Optional[str]) -> int:

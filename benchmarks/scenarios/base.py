@@ -76,6 +76,9 @@ class Scenario:
     #: the table whose row count the progress bar follows (None: the scenario's
     #: ``progress_total`` steps, reported by ``launch``)
     table: Optional[str] = None
+    #: every table ``prepare`` creates (all ``adb_bench_*``), in an order they can be
+    #: dropped in: the CLI drops them at the end of a run, unless ``--keep``
+    tables: tuple[str, ...] = ()
     #: connections a system opens before the run (None: all pool_size)
     min_connections: Optional[int] = None
     #: the databases it runs on (the MongoDB scenarios: ``("mongodb",)``)

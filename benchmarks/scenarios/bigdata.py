@@ -32,16 +32,18 @@ from ..systems import MANY, TRANSACTION, System
 from ..systems.common import Calls, Figures, Options, RunSpec, TxCalls
 from .base import Scenario, WrongResult
 
-TABLE = "data_element"
+TABLE = "adb_bench_data_element"
+#: its four tables, each before the ones it references
+TABLES = (TABLE, "adb_bench_geo_record", "adb_bench_dictionary_item", "adb_bench_matrix")
 DEFAULT_SYSTEMS = ("threads", "dbutils", "gevent", "asyncpg", "aiopg", "aiomysql",
                    "adb-asyncio", "adb-tornado", "adb-sync", "adb-twisted")
-GEO_INSERT = ("insert into geo_record (fileid, stusab, chariter, cifsn, logrecno) "
+GEO_INSERT = ("insert into adb_bench_geo_record (fileid, stusab, chariter, cifsn, logrecno) "
               "values ({m}, {m}, {m}, {m}, {m})")
-GEO_LOOKUP = "select id from geo_record where fileid = {m} and logrecno = {m}"
-ITEMS_OF_SEGMENT = ("select d.id, d.{index} from dictionary_item d join matrix m "
+GEO_LOOKUP = "select id from adb_bench_geo_record where fileid = {m} and logrecno = {m}"
+ITEMS_OF_SEGMENT = ("select d.id, d.{index} from adb_bench_dictionary_item d join adb_bench_matrix m "
                     "on d.matrix_id = m.id where m.segment_id = {m} "
                     "order by m.sortkey, d.{index}")
-DATA_INSERT = ("insert into data_element (geo_record_id, dictionary_item_id, value) "
+DATA_INSERT = ("insert into adb_bench_data_element (geo_record_id, dictionary_item_id, value) "
                "values ({m}, {m}, {m})")
 
 
@@ -217,7 +219,7 @@ def prepare(url: str, rows: int) -> None:
     with adb.sync.Database(url, pool_size=1) as db:
         kind = {"psycopg2": "postgresql", "pymysql": "mysql", "sqlite3": "sqlite"}[
             db.dbapi.__name__]
-        for table in ("data_element", "geo_record", "dictionary_item", "matrix"):
+        for table in TABLES:
             db.runOperation(f"drop table if exists {table}")
         for statement in _schema(kind):
             db.runOperation(statement)
@@ -230,21 +232,21 @@ def _schema(kind: str) -> list[str]:
            "sqlite": "id integer primary key autoincrement"}[kind]
     index = "`index`" if kind == "mysql" else '"index"'
     return [
-        f"create table geo_record ({key}, fileid varchar(6) not null, "
+        f"create table adb_bench_geo_record ({key}, fileid varchar(6) not null, "
         "stusab varchar(2) not null, chariter varchar(3) not null, cifsn varchar(2) not null, "
         "logrecno varchar(7) not null)",
-        "create unique index geo_record_uq_idx on geo_record "
+        "create unique index adb_bench_geo_record_uq_idx on adb_bench_geo_record "
         "(fileid, stusab, chariter, cifsn, logrecno)",
-        "create index geo_record_lookup_idx on geo_record (fileid, logrecno)",
-        f"create table matrix ({key}, code varchar(6) not null unique, "
+        "create index adb_bench_geo_record_lookup_idx on adb_bench_geo_record (fileid, logrecno)",
+        f"create table adb_bench_matrix ({key}, code varchar(6) not null unique, "
         "name varchar(200) not null, universe varchar(400) not null, "
         "sortkey varchar(5) not null, segment_id varchar(2) not null)",
-        f"create table dictionary_item ({key}, name varchar(400) not null, "
-        f"matrix_id int not null references matrix (id), {index} int not null, "
-        f"parent_id int references dictionary_item (id), unique (matrix_id, {index}))",
-        f"create table data_element ({key}, "
-        "geo_record_id int not null references geo_record (id), "
-        "dictionary_item_id int not null references dictionary_item (id), "
+        f"create table adb_bench_dictionary_item ({key}, name varchar(400) not null, "
+        f"matrix_id int not null references adb_bench_matrix (id), {index} int not null, "
+        f"parent_id int references adb_bench_dictionary_item (id), unique (matrix_id, {index}))",
+        f"create table adb_bench_data_element ({key}, "
+        "geo_record_id int not null references adb_bench_geo_record (id), "
+        "dictionary_item_id int not null references adb_bench_dictionary_item (id), "
         "value numeric(10, 2))",
     ]
 
@@ -253,11 +255,11 @@ def _load_dictionary(db: adb.sync.Database, kind: str) -> None:
     mark = placeholder(db.paramstyle)
     index = "`index`" if kind == "mysql" else '"index"'
     matrices = census.dictionary()
-    db.runMany(f"insert into matrix (id, code, name, universe, sortkey, segment_id) "
+    db.runMany(f"insert into adb_bench_matrix (id, code, name, universe, sortkey, segment_id) "
                f"values ({mark}, {mark}, {mark}, {mark}, {mark}, {mark})",
                [(n, code, f"matrix {code}", "generated", sortkey, segment)
                 for n, (code, segment, sortkey, _items) in enumerate(matrices, 1)])
-    db.runMany(f"insert into dictionary_item (matrix_id, {index}, name) "
+    db.runMany(f"insert into adb_bench_dictionary_item (matrix_id, {index}, name) "
                f"values ({mark}, {mark}, {mark})",
                [(n, item, f"item {item} of {code}")
                 for n, (code, _segment, _sortkey, items) in enumerate(matrices, 1)
@@ -270,9 +272,9 @@ def verify(url: str, rows: int, figures: Optional[Figures] = None) -> None:
     source = (figures or {}).get("census")
     expected_sum = sum(sum(census.parse(line)[5]) for line in census.source(source, rows))
     with adb.sync.Database(url, pool_size=1) as db:
-        (geo,), = db.runQuery("select count(*) from geo_record")
+        (geo,), = db.runQuery("select count(*) from adb_bench_geo_record")
         (data, lines, total), = db.runQuery(
-            "select count(*), count(distinct geo_record_id), sum(value) from data_element")
+            "select count(*), count(distinct geo_record_id), sum(value) from adb_bench_data_element")
     expected_data = rows * census.ITEMS_PER_LINE
     if (geo, data, lines) != (rows, expected_data, rows) or int(total or 0) != expected_sum:
         raise WrongResult(f"expected {rows} geo records, {expected_data} data elements over "
@@ -295,7 +297,7 @@ SCENARIO = Scenario(
     name="bigdata", seed="004",
     description=("bigdata: census lines ingested row by row, geo records then 222 data "
                  "elements per line, across pool sizes (seed 004)"),
-    prepare=prepare, run=run, verify=verify, table=TABLE,
+    prepare=prepare, run=run, verify=verify, table=TABLE, tables=TABLES,
     default_rows=1_000,  # census lines: 1,000 geo records and 222,000 data elements
     rows_are="census lines", default_pool_sizes=(15,), default_systems=DEFAULT_SYSTEMS,
     baselines=("threads",), add_arguments=add_arguments,

@@ -291,6 +291,7 @@ SCENARIO = Scenario(
     description=("bulk: N wide rows streamed (or fetched at once) and loaded by COPY (or "
                  "executemany), with the reader's peak RSS; seed 000's rows, 100-char text"),
     prepare=prepare, run=run, verify=verify, min_connections=1,
+    tables=(BULK_TARGET, BULK_SOURCE),
     default_rows=1_000_000, default_pool_sizes=(1,), default_systems=DEFAULT_SYSTEMS,
     baselines=("asyncpg", "aiomysql", "threads"), add_arguments=add_arguments,
     variants=variants, variant_unavailable=variant_unavailable,

@@ -35,7 +35,7 @@ from ..systems.common import Calls, Figures, Options, RunSpec
 from ..worlds import Channel, World
 from .base import Scenario, Variant, WrongResult
 
-TABLE = "purchases_index"
+TABLE = "adb_bench_purchases_index"
 DEFAULT_SYSTEMS = ("adb-asyncio", "adb-sync", "adb-twisted", "threads", "asyncpg", "aiomysql")
 MODES = ("serial", "thread", "coroutine", "process")
 RANDOM_SEED = 3221223452  # the original's
@@ -392,7 +392,7 @@ SCENARIO = Scenario(
     name="iibench", seed="003",
     description=("iiBench: 1000-row INSERTs into a table with 3 secondary indexes, serial or "
                  "producer/consumer, with and without 4 query loops (seed 003)"),
-    prepare=prepare, run=run, verify=verify, table=TABLE,
+    prepare=prepare, run=run, verify=verify, table=TABLE, tables=(TABLE,),
     default_rows=100_000, default_pool_sizes=(5,),  # one inserter and the four query loops
     default_systems=DEFAULT_SYSTEMS, baselines=("threads",), add_arguments=add_arguments,
     variants=variants, variant_unavailable=variant_unavailable, plot=plot,

@@ -1,6 +1,6 @@
 """Seed 000: N single-row inserts fired at once through a pool of 10, then count(*).
 
-drop/create ``benchmark(userid int primary key, data varchar(100))``; every
+drop/create ``adb_bench_insert(userid int primary key, data varchar(100))``; every
 system inserts ``(i, str(i))`` for i in 0..N-1, all calls issued before the
 first completes; afterwards the parent checks the count, the key sum and the
 data column.
@@ -18,7 +18,7 @@ from ..sql import placeholder
 from ..systems.common import Calls, Figures, RunSpec
 from .base import Scenario, WrongResult
 
-TABLE = "benchmark"
+TABLE = "adb_bench_insert"
 _AS_TEXT = {"psycopg2": "cast(userid as varchar(100))", "psycopg": "cast(userid as varchar(100))",
             "pymysql": "cast(userid as char)",
             "sqlite3": "cast(userid as text)"}
@@ -132,7 +132,7 @@ def verify(url: str, rows: int, figures: Optional[Figures] = None) -> None:
 SCENARIO = Scenario(
     name="parallel-insert", seed="000",
     description="N single-row inserts fired at once, pool of 10 (seed 000)",
-    prepare=prepare, run=run, verify=verify, table=TABLE,
+    prepare=prepare, run=run, verify=verify, table=TABLE, tables=(TABLE,),
     fields=(("rows_per_s", "rows/s", "{:,.0f}"), ("seconds", "seconds", "{:.2f}"),
             ("peak_rss_mb", "peak RSS MB", "{:.0f}"),
             ("cpu_us_per_row", "CPU us/row", "{:.0f}"),

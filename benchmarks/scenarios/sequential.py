@@ -43,6 +43,7 @@ SCENARIO = Scenario(
     name="sequential", seed="001",
     description="one caller: N inserts, then N selects by key, one at a time (seed 001)",
     prepare=parallel_insert.prepare, run=run, verify=parallel_insert.verify, table=TABLE,
+    tables=(TABLE,),
     min_connections=1,
     fields=(("rows_per_s", "rows/s", "{:,.0f}"), ("insert_us", "insert us", "{:.0f}"),
             ("select_us", "select us", "{:.0f}"), ("peak_rss_mb", "peak RSS MB", "{:.0f}")))

@@ -25,7 +25,7 @@ import adb.sync
 
 from .. import load, webroster
 from ..report import Field, Summary, line_chart
-from ..sql import placeholder
+from ..sql import WEB_TABLE, placeholder
 from ..systems.common import Figures, Options
 from ..webapps import LOOPS, WORLD_ROWS
 from ..webroster import WebServer, free_port, running
@@ -114,11 +114,11 @@ def unavailable_reason() -> Optional[str]:
 def prepare(url: str, rows: int) -> None:
     """The TechEmpower table: ids 1..10,000, a random number 1..10,000 each."""
     with adb.sync.Database(url, pool_size=1) as db:
-        db.runOperation("drop table if exists world")
-        db.runOperation("create table world (id int not null primary key, "
+        db.runOperation(f"drop table if exists {WEB_TABLE}")
+        db.runOperation(f"create table {WEB_TABLE} (id int not null primary key, "
                         "randomnumber int not null)")
         mark = placeholder(db.paramstyle)
-        db.runMany(f"insert into world (id, randomnumber) values ({mark}, {mark})",
+        db.runMany(f"insert into {WEB_TABLE} (id, randomnumber) values ({mark}, {mark})",
                    [(i, random.randint(1, WORLD_ROWS)) for i in range(1, WORLD_ROWS + 1)])
 
 
@@ -187,7 +187,7 @@ def _serving_loop(base: str, server: WebServer, asked: str) -> str:
 
 def _table(url: str) -> dict[int, int]:
     with adb.sync.Database(url, pool_size=1) as db:
-        return dict(db.runQuery("select id, randomnumber from world"))
+        return dict(db.runQuery(f"select id, randomnumber from {WEB_TABLE}"))
 
 
 def _sample(base: str, expected: dict[int, int]) -> tuple[int, int]:
@@ -206,6 +206,7 @@ SCENARIO = Scenario(
     name="web", seed="002",
     description="a Tornado app under HTTP load: one row per request, JSON (seed 002, part B)",
     prepare=prepare, launch=launch, verify=verify, roster=ROSTER, baselines=(),
+    tables=(WEB_TABLE,),
     add_arguments=add_arguments, fields_for=fields, progress_total=progress_total,
     unavailable_reason=unavailable_reason, tools=functools.partial(webroster.tools, "wrk"),
     plot=plot)

@@ -1,7 +1,8 @@
 r"""The physical limit: the servers' own C benchmark clients, same inserts, same concurrency.
 
 pgbench and mysqlslap cannot number rows per call, so the key comes from a
-server-side sequence starting at 0 (one ``nextval`` per insert): the rows and
+server-side sequence, ``adb_bench_ids``, starting at 0 (one ``nextval`` per insert;
+dropped after the run): the rows and
 their contents are exactly those every other system writes (into the scenario's
 table), and the harness verifies them the same way.
 
@@ -62,14 +63,19 @@ def _run(spec: RunSpec, table: str, size: int) -> Figures:
     cursor = conn.cursor()
     client: Client
     if spec.kind == "postgresql":
-        cursor.execute("drop sequence if exists bench_ids")
-        cursor.execute("create sequence bench_ids minvalue 0 start 0")
+        cursor.execute("drop sequence if exists adb_bench_ids")
+        cursor.execute("create sequence adb_bench_ids minvalue 0 start 0")
         client = _pgbench
     else:
-        cursor.execute("create or replace sequence bench_ids minvalue 0 start with 0")
+        cursor.execute("create or replace sequence adb_bench_ids minvalue 0 start with 0")
         client = _mysqlslap
     conn.close()
-    seconds = sum(client(spec, table, one) for one in plan(spec.rows, spec.pool_size, size))
+    try:
+        seconds = sum(client(spec, table, one) for one in plan(spec.rows, spec.pool_size, size))
+    finally:  # the benchmark leaves no sequence of its own behind
+        conn = connect(spec)
+        conn.cursor().execute("drop sequence if exists adb_bench_ids")
+        conn.close()
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     return {"seconds": seconds, "ok_calls": spec.rows, "rows_per_s": spec.rows / seconds,
             "peak_rss_mb": peak, "client": client.__name__.lstrip("_"),
@@ -101,10 +107,10 @@ def _pgbench(spec: RunSpec, table: str, one: Round) -> float:
     kw = spec.connect_kwargs()
     env = dict(os.environ, PGPASSWORD=str(kw.get("password", "")))
     if one.size == 1:
-        insert, mode = _insert(table, "'bench_ids'", "::text") + ";\n", []
+        insert, mode = _insert(table, "'adb_bench_ids'", "::text") + ";\n", []
     else:  # prepared: parsed and planned once per connection, the fastest pgbench allows
         insert = (f"insert into {table} (userid, data) "
-                  "values (nextval('bench_ids'), currval('bench_ids')::text);\n")
+                  "values (nextval('adb_bench_ids'), currval('adb_bench_ids')::text);\n")
         mode = ["-M", "prepared"]
     with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as script:
         script.write(insert if one.size == 1
@@ -124,7 +130,7 @@ def _pgbench(spec: RunSpec, table: str, one: Round) -> float:
 
 def _mysqlslap(spec: RunSpec, table: str, one: Round) -> float:
     kw = spec.connect_kwargs()
-    insert = _insert(table, "bench_ids", "")
+    insert = _insert(table, "adb_bench_ids", "")
     # no --delimiter: the whole --query is one message (mysqlslap connects with
     # CLIENT_MULTI_STATEMENTS), counted as one query
     query = insert if one.size == 1 else \

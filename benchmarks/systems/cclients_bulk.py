@@ -1,14 +1,14 @@
 """The limit for the bulk scenario: the servers' own command-line clients reading
 and loading the same rows.
 
-Reading (``stream``): ``psql -c "\\copy (select k, v from bulk_rows) to stdout"``
-or ``mysql --quick --batch -e "select k, v from bulk_rows"``, the output written to
+Reading (``stream``): ``psql -c "\\copy (select k, v from adb_bench_bulk_rows) to stdout"``
+or ``mysql --quick --batch -e "select k, v from adb_bench_bulk_rows"``, the output written to
 a file in memory (``/dev/shm`` where there is one); after the clock the file's
 lines are counted and their keys summed, which is what the run reports for the
 parent to check. Loading (``copy``): the rows written to such a file in the text
-format before the clock, then ``psql -c "\\copy bulk_load (k, v) from 'file'"`` or
+format before the clock, then ``psql -c "\\copy adb_bench_bulk_load (k, v) from 'file'"`` or
 ``mysql --local-infile=1 -e "load data local infile 'file' into table
-bulk_load"``. The clock covers the client process from start to exit, its
+adb_bench_bulk_load"``. The clock covers the client process from start to exit, its
 start-up and connection included (a few milliseconds); its peak RSS and CPU
 time are the client process's.
 """

@@ -91,11 +91,11 @@ def test_verification_catches_wrong_count_and_wrong_data(tmp_path):
     with pytest.raises(WrongResult, match="expected 10 rows.*found 9 rows"):
         pi.verify(url, 10)
     with adb.sync.Database(url, pool_size=1) as db:
-        db.runOperation("insert into benchmark values (9, 'nine')")
+        db.runOperation(f"insert into {pi.TABLE} values (9, 'nine')")
     with pytest.raises(WrongResult, match="1 with wrong data"):
         pi.verify(url, 10)
     with adb.sync.Database(url, pool_size=1) as db:
-        db.runOperation("update benchmark set data = '9' where userid = 9")
+        db.runOperation(f"update {pi.TABLE} set data = '9' where userid = 9")
     pi.verify(url, 10)
 
 
@@ -391,7 +391,7 @@ def test_bulk_scenario_reads_and_loads_on_every_system(kind, tmp_path):
 
 def test_bulk_verification_catches_a_wrong_read_and_a_wrong_load(tmp_path):
     from benchmarks.scenarios import bulk
-    from benchmarks.sql import bulk_text
+    from benchmarks.sql import BULK_SOURCE, BULK_TARGET, bulk_text
     url = f"sqlite:///{tmp_path}/v.db"
     bulk.prepare(url, 10)
     bulk.verify(url, 10, {"part": "stream", "rows_read": 10, "key_sum": 45})
@@ -402,31 +402,32 @@ def test_bulk_verification_catches_a_wrong_read_and_a_wrong_load(tmp_path):
     with pytest.raises(WrongResult, match="found 0"):
         bulk.verify(url, 10, {"part": "copy"})
     with adb.sync.Database(url, pool_size=1) as db:
-        db.runMany("insert into bulk_load values (?, ?)", [(k, bulk_text(k)) for k in range(10)])
+        db.runMany(f"insert into {BULK_TARGET} values (?, ?)", [(k, bulk_text(k)) for k in range(10)])
         bulk.verify(url, 10, {"part": "copy"})
-        db.runOperation("update bulk_load set v = 'x' where k = 3")
+        db.runOperation(f"update {BULK_TARGET} set v = 'x' where k = 3")
         with pytest.raises(WrongResult, match="1 with the wrong text"):
             bulk.verify(url, 10, {"part": "executemany"})
-        (count, keys), = db.runQuery("select count(*), sum(k) from bulk_rows")
+        (count, keys), = db.runQuery(f"select count(*), sum(k) from {BULK_SOURCE}")
     assert (count, keys) == (10, 45)  # the readers' table, filled by prepare
 
 
 def test_bulk_prepare_keeps_a_full_source_table_and_refills_a_wrong_one(tmp_path):
     from benchmarks.scenarios import bulk
+    from benchmarks.sql import BULK_SOURCE, BULK_TARGET
     url = f"sqlite:///{tmp_path}/p.db"
     bulk.prepare(url, 20)
     marked = "m" * 100  # a text of the right width: the count, key sum and width hold
     with adb.sync.Database(url, pool_size=1) as db:
-        db.runOperation("update bulk_rows set v = ? where k = 3", (marked,))
-        db.runOperation("insert into bulk_load values (1, 'left over')")
+        db.runOperation(f"update {BULK_SOURCE} set v = ? where k = 3", (marked,))
+        db.runOperation(f"insert into {BULK_TARGET} values (1, 'left over')")
         bulk.prepare(url, 20)  # kept (the mark is still there), the load table emptied
-        assert db.runQuery("select v from bulk_rows where k = 3") == [(marked,)]
-        assert db.runQuery("select count(*) from bulk_load") == [(0,)]
-        db.runOperation("delete from bulk_rows where k = 7")
+        assert db.runQuery(f"select v from {BULK_SOURCE} where k = 3") == [(marked,)]
+        assert db.runQuery(f"select count(*) from {BULK_TARGET}") == [(0,)]
+        db.runOperation(f"delete from {BULK_SOURCE} where k = 7")
         bulk.prepare(url, 20)  # a row missing: filled again
-        assert db.runQuery("select count(*), sum(k) from bulk_rows") == [(20, 190)]
+        assert db.runQuery(f"select count(*), sum(k) from {BULK_SOURCE}") == [(20, 190)]
         bulk.prepare(url, 25)
-        assert db.runQuery("select count(*), sum(k) from bulk_rows") == [(25, 300)]
+        assert db.runQuery(f"select count(*), sum(k) from {BULK_SOURCE}") == [(25, 300)]
 
 
 def test_notify_latency_tiny_run_of_every_system(tmp_path):

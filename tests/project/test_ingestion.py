@@ -81,7 +81,7 @@ def test_a_census_line_of_the_wrong_shape_is_refused(tmp_path):
 
 def test_iibench_rows_follow_the_original_stream():
     sql, count = next(iibench.statements(3, 1000))
-    assert count == 3 and sql.startswith("insert into purchases_index (dateandtime,")
+    assert count == 3 and sql.startswith(f"insert into {iibench.TABLE} (dateandtime,")
     assert sql.count("('2009-03-18 00:00:00',") == 3
     rows = iibench.rows_of(__import__("random").Random(iibench.RANDOM_SEED))
     cash, product, customer, price = next(rows)
@@ -116,7 +116,7 @@ def test_iibench_verification_catches_missing_and_wrong_rows(tmp_path):
     with pytest.raises(WrongResult, match="9 rows reported"):
         iibench.verify(url, 10, {"rows": 9})
     with adb.sync.Database(url, pool_size=1) as db:
-        db.runOperation("update purchases_index set customerid = customerid + 1 "
+        db.runOperation(f"update {iibench.TABLE} set customerid = customerid + 1 "
                         "where transactionid = 3")
     with pytest.raises(WrongResult, match="expected 10 rows with sums"):
         iibench.verify(url, 10)
@@ -190,7 +190,7 @@ def test_bigdata_sweeps_pool_sizes_with_the_switches_and_the_real_file(kind, tmp
     out, chart = tmp_path / "sw.json", tmp_path / "sw.svg"
     code = cli.main(["--scenario", "bigdata", "--dburl", URLS[kind], "--rows", "30",
                      "--pool_size", "2,5", "--no-autocommit", "--executemany",
-                     "--census", sample, "--systems", "threads,dbutils,adb-asyncio,adb-sync,"
+                     "--census", sample, "--keep", "--systems", "threads,dbutils,adb-asyncio,adb-sync,"
                      "adb-twisted,gevent", "--json", str(out), "--plot", str(chart)])
     document = json.loads(out.read_text())
     assert code == 0, {n: e["errors"] for n, e in document["summary"].items()}
@@ -200,7 +200,7 @@ def test_bigdata_sweeps_pool_sizes_with_the_switches_and_the_real_file(kind, tmp
     assert chart.read_text().startswith("<?xml")
     real_sum = sum(sum(census.parse(line)[5]) for line in census.file_lines(sample, 30))
     with adb.sync.Database(URLS[kind], pool_size=1) as db:
-        (total,), = db.runQuery("select sum(value) from data_element")
+        (total,), = db.runQuery(f"select sum(value) from {bigdata.TABLE}")
     assert int(total) == real_sum
     assert statistics.median(e["records_per_s"]["median"]
                              for e in document["summary"].values()) > 0
