@@ -46,7 +46,7 @@ from .dispatch import STOP, WAKE, Queued
 from .errors import ConnectionLost, Error, ServerUnavailable, add_note, name_attempts
 from .pipeline import Pipeliner
 from .session import Crew, PoolConfig, Session, ends_transaction
-from .sqltext import Path, placeholder_hint
+from .sqltext import NOT_GIVEN, Path, placeholder_hint
 
 log = logging.getLogger("adb")
 
@@ -318,7 +318,9 @@ class Worker:
         """Add a note to a driver's error where adb sees its likely cause: placeholders
         of another paramstyle (``adb.sqltext.placeholder_hint``)."""
         args = job[ARGS:]
-        hint = placeholder_hint(args[1], self.crew.driver.paramstyle) if len(args) > 1 else None
+        params = args[2] if args and args[0] in _STATEMENT_OPS else NOT_GIVEN
+        hint = placeholder_hint(args[1], self.crew.driver.paramstyle, params) \
+            if len(args) > 1 else None
         if hint is not None:
             add_note(error, hint)
 
@@ -449,6 +451,10 @@ def retry_wait(attempts: int, error: BaseException, connect_wait: Callable[[], f
 
 #: the job functions of standalone calls, which ``Database(retries=N)`` runs again
 _RETRIED = (Session.standalone, Session.batchable, Session.atomic)
+
+#: the ops whose arguments are ``(sql, params, ...)``: their parameters are checked
+#: against the statement's placeholders when it fails (``explain``)
+_STATEMENT_OPS = (ops.query, ops.query_row, ops.query_value, ops.operation)
 
 
 __all__ = ["Counters", "Crew", "PoolConfig", "Unit", "Worker", "retry_wait", "JOB_SQL",
