@@ -7,13 +7,21 @@ On PostgreSQL (psycopg2 and psycopg 3), MariaDB and SQLite.
 """
 
 import json
+import logging
 import os
 import subprocess
 import sys
+import threading
+import time
+from urllib.parse import urlsplit
 
 import pytest
 
-from .conftest import TARGETS, make_target
+import adb.sync
+from adb.errors import ConnectionRejected, ServerUnavailable
+from adb.sqltext import NOT_GIVEN, placeholder_hint
+
+from .conftest import TARGETS, URLS, make_target, require_server
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -46,3 +54,121 @@ DRIVER_OF = {"postgresql": "psycopg2", "psycopg": "psycopg", "mysql": "pymysql",
 def test_start_up_imports_only_the_driver_in_use(name, tmp_path):
     target = make_target(name, tmp_path)
     assert modules_after_one_query(target.url) == [DRIVER_OF[name]]
+
+
+# -- 1. the first call is served by the first connection ready ------------------------
+
+@pytest.mark.parametrize("name", list(TARGETS))
+def test_the_pools_first_connect_goes_alone_and_serves_the_first_call(name, tmp_path):
+    """Ten connects at once share the client's GIL (PyMySQL is pure Python) and the
+    server's CPUs: all end together, after about ten connects' time, and the first
+    call waited for the whole pool. So the first connect goes alone: it ends before
+    any other begins, and its worker serves the first call. ``on_connect`` (run in
+    each connect) stands in for a connect's work here, so overlaps are seen."""
+    spans, lock = [], threading.Lock()
+
+    def slow_connect(conn):
+        begun = time.monotonic()
+        time.sleep(0.2)
+        with lock:
+            spans.append((begun, time.monotonic(), threading.get_ident()))
+
+    target = make_target(name, tmp_path)
+    started = time.monotonic()
+    with adb.sync.Database(target.url, pool_size=6, on_connect=slow_connect) as db:
+        thread = db.runInteraction(lambda cursor: threading.get_ident())
+        first_result = time.monotonic() - started
+        while db.stats()["connected"] < 6:
+            time.sleep(0.01)
+    spans.sort()
+    first_end, first_thread = spans[0][1], spans[0][2]
+    assert all(begun >= first_end for begun, _, _ in spans[1:]), spans
+    assert thread == first_thread
+    assert first_result < 0.2 * 6
+
+
+# -- 2. one WARNING per failed connect, not one per worker ----------------------------
+
+@pytest.mark.parametrize("kind", ["postgresql", "mysql"])
+def test_an_unreachable_server_logs_one_warning_per_failed_connect(kind, caplog):
+    require_server(kind)
+    url = URLS[kind].replace(f":{urlsplit(URLS[kind]).port}/", ":1/")  # nobody listens on 1
+    with caplog.at_level(logging.WARNING, logger="adb"):
+        db = adb.sync.Database(url, pool_size=6)
+        try:
+            with pytest.raises(ServerUnavailable):
+                db.runQuery("select 1")
+            time.sleep(0.3)  # every worker has met the failure
+        finally:
+            db.close()
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1, warnings
+    assert "cannot connect" in warnings[0] and "127.0.0.1:1" in warnings[0]
+
+
+@pytest.mark.parametrize("kind", ["postgresql", "mysql"])
+def test_a_rejected_connection_logs_one_warning(kind, caplog):
+    require_server(kind)
+    url = URLS[kind].rsplit("/", 1)[0] + "/adb_no_such_database"
+    with caplog.at_level(logging.WARNING, logger="adb"):
+        db = adb.sync.Database(url, pool_size=6)
+        try:
+            with pytest.raises(ConnectionRejected, match="adb_no_such_database"):
+                db.runQuery("select 1")
+            time.sleep(0.3)
+        finally:
+            db.close()
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1, warnings
+
+
+# -- 2. a note for parameters that do not fit the statement's placeholders -------------
+
+@pytest.mark.parametrize("sql, params, says", [
+    ("select %s, %s", (1,), "2 placeholders (%s) but 1 parameter was passed"),
+    ("select %s", (1, 2), "1 placeholder (%s) but 2 parameters were passed"),
+    ("select 5 % 2, %s", (1,), "written %% when parameters are passed (a lone % at character 9"),
+    ("select %(x)s", (1,), "named placeholders (%(x)s), which take a mapping"),
+    ("select %s", {"x": 1}, "positional placeholders (%s) take a sequence"),
+    ("select %(x)s", {"y": 1}, "the parameters have no 'x'"),
+    ("select %s", None, "1 placeholder but no parameters were passed (params=None)"),
+    ("select 5 %% 2", None, "write a literal percent sign as % then"),
+])
+def test_placeholder_hint_names_the_mismatch(sql, params, says):
+    assert says in placeholder_hint(sql, "pyformat", params)
+
+
+@pytest.mark.parametrize("sql, params", [
+    ("select %s, %s", (1, 2)), ("select 5 %% 2, %s", (1,)), ("select %(x)s", {"x": 1}),
+    ("select 1", None), ("select 5 % 2", None), ("select 'a%s'", NOT_GIVEN),
+])
+def test_placeholder_hint_says_nothing_when_they_fit(sql, params):
+    assert placeholder_hint(sql, "pyformat", params) is None
+
+
+MISTAKES = [  # what psycopg2 says alone, and what the note says
+    ("select %s, %s", (1,), IndexError, "2 placeholders (%s) but 1 parameter"),
+    ("select 5 % 2, %s", (1,), IndexError, "written %%"),
+    ("select %(x)s", (1,), TypeError, "take a mapping"),
+    ("select %s", None, Exception, "no parameters were passed (params=None)"),
+]
+
+
+@pytest.mark.parametrize("name", ["postgresql", "psycopg", "mysql"])
+@pytest.mark.parametrize("sql, params, error, says",
+                         MISTAKES)
+def test_a_parameter_mistake_gets_an_adb_note(name, sql, params, error, says, tmp_path):
+    target = make_target(name, tmp_path)
+    with adb.sync.Database(target.url, pool_size=1) as db:
+        with pytest.raises(Exception) as raised:
+            db.runQuery(sql, params)
+        if name == "postgresql":
+            assert isinstance(raised.value, error)
+        assert any(says in note for note in getattr(raised.value, "__notes__", [])), \
+            (raised.value, getattr(raised.value, "__notes__", None))
+        tx = db.beginTransaction()  # inside a transaction too
+        with pytest.raises(Exception) as raised:
+            db.runOperation(sql, params, tx=tx)
+        db.rollbackTransaction(tx)
+        assert any(says in note for note in getattr(raised.value, "__notes__", []))
+        assert db.runQueryValue("select %s", (5,)) == 5
