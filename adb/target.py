@@ -57,8 +57,9 @@ class Target:
         """A URL-like, password-free description for reprs, logs and errors."""
         kw = self.kwargs
         scheme = self.scheme or self.driver
-        if self.family is Family.POSTGRESQL and self.args and isinstance(self.args[0], str):
-            kw = {**libpq_fields(self.args[0]), **kw}  # a libpq DSN: its host and database
+        dsn = self.args[0] if self.args else kw.get("dsn")
+        if self.family is Family.POSTGRESQL and isinstance(dsn, str):
+            kw = {**libpq_fields(dsn), **kw}  # a libpq DSN: its host and database
         elif self.args and not kw:
             return f"{scheme}://(positional connect arguments)"
         if self.family is Family.SQLITE:

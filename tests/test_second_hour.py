@@ -21,7 +21,7 @@ import adb.sync
 from adb.errors import ConnectionRejected, ServerUnavailable
 from adb.sqltext import NOT_GIVEN, placeholder_hint
 
-from .conftest import TARGETS, URLS, make_target, require_server
+from .conftest import TARGETS, URLS, make_target, require_server, server_kwargs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -172,3 +172,37 @@ def test_a_parameter_mistake_gets_an_adb_note(name, sql, params, error, says, tm
         db.rollbackTransaction(tx)
         assert any(says in note for note in getattr(raised.value, "__notes__", []))
         assert db.runQueryValue("select %s", (5,)) == 5
+
+
+# -- 2. dsn= and keyword forms keep host and database in reprs and messages ------------
+
+def connect_forms(kind):
+    """(keywords for Database) of each non-URL form for ``kind``'s server, with a
+    password that must never show, and a database that does not exist."""
+    kw = server_kwargs(kind)
+    host, port, user = kw["host"], kw["port"], kw["user"]
+    if kind == "mysql":
+        return [dict(driver="pymysql", host=host, port=port, user=user, password="s3cr3t-pw",
+                     database="adb_no_such_db")]
+    dsn = f"host={host} port={port} dbname=adb_no_such_db user={user} password=s3cr3t-pw"
+    uri = f"postgresql://{user}:s3cr3t-pw@{host}:{port}/adb_no_such_db"
+    return [dict(driver="psycopg2", dsn=text) for text in (dsn, uri)] \
+        + [dict(driver="psycopg2", host=host, port=port, user=user, password="s3cr3t-pw",
+                dbname="adb_no_such_db")]
+
+
+@pytest.mark.parametrize("kind", ["postgresql", "mysql"])
+def test_dsn_and_keyword_forms_name_host_and_database(kind):
+    require_server(kind)
+    for form in connect_forms(kind):
+        db = adb.sync.Database(pool_size=1, **form)
+        try:
+            shown = repr(db)
+            with pytest.raises(Exception) as raised:
+                db.runQuery("select 1")
+        finally:
+            db.close()
+        host = server_kwargs(kind)["host"]
+        for text in (shown, str(raised.value)):
+            assert f"@{host}" in text and "/adb_no_such_db" in text, (form, text)
+            assert "s3cr3t-pw" not in text and "***" in text, (form, text)
