@@ -71,7 +71,8 @@ class Pool:
         self._on_exit = on_exit
         self._cancel_grace = cancel_grace
         self._backoff = backoff or health.Backoff()
-        self._reconnects = 0
+        self._reconnects = 0  # connections opened by a worker that had one before
+        self._opened_by: set[int] = set()  # the worker threads that opened a connection
         self._last_failure: Optional[BaseException] = None  # the last connect's error
         self._warm_up_errors: set[str] = set()
         self._probed = 0.0  # when the server was last probed during a backoff
@@ -159,9 +160,18 @@ class Pool:
                 f"{self.name!r} cannot connect to {self.driver.target}: {error}") from exc
         if backoff.succeeded():
             log.warning("%s: connected to %s again", self.name, self.driver.target)
-            self._reconnects += 1
         self._last_failure = None
+        self._count_connect(threading.get_ident())
         return conn
+
+    def _count_connect(self, worker: int) -> None:
+        """A connect succeeded in thread ``worker``: a reconnect if that worker had
+        opened one before (lost, closed by the server, recycled, dropped while idle)."""
+        with self._state_lock:
+            if worker in self._opened_by:
+                self._reconnects += 1
+            else:
+                self._opened_by.add(worker)
 
     def _first_connect_turn(self) -> Optional[threading.Event]:
         """The pool's first connect goes alone: it gets the Event to set when it

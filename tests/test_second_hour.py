@@ -21,7 +21,8 @@ import adb.sync
 from adb.errors import ConnectionRejected, ServerUnavailable
 from adb.sqltext import NOT_GIVEN, placeholder_hint
 
-from .conftest import TARGETS, URLS, make_target, require_server, server_kwargs
+from .conftest import (TARGETS, URLS, make_target, own_database, require_server,
+                       server_kwargs)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -206,3 +207,58 @@ def test_dsn_and_keyword_forms_name_host_and_database(kind):
         for text in (shown, str(raised.value)):
             assert f"@{host}" in text and "/adb_no_such_db" in text, (form, text)
             assert "s3cr3t-pw" not in text and "***" in text, (form, text)
+
+
+# -- 2. stats(): reconnects counts the connections that replaced a lost one -------------
+
+KILL_ALL = {  # kill every session of one database but the caller's own
+    "postgresql": ("select pg_terminate_backend(pid) from pg_stat_activity "
+                   "where datname = %s and pid <> pg_backend_pid()"),
+    "mysql": "select id from information_schema.processlist where db = %s and id <> connection_id()",
+}
+
+
+def kill_sessions(kind, url, database):
+    with adb.sync.Database(url, pool_size=1) as admin:
+        if kind == "postgresql":
+            admin.runQuery(KILL_ALL[kind], (database,))
+        else:
+            for (pid,) in admin.runQuery(KILL_ALL[kind], (database,)):
+                try:
+                    admin.runOperation(f"kill {int(pid)}")
+                except Exception:  # it ended meanwhile
+                    pass
+
+
+@pytest.mark.parametrize("name", ["postgresql", "psycopg", "mysql"])
+def test_reconnects_counts_the_connections_that_replaced_lost_ones(name):
+    kind = TARGETS[name]
+    url = own_database(kind, "adb_second_hour_stats")
+    if name == "psycopg":
+        url = url.replace("postgresql://", "postgresql+psycopg://", 1)
+    with adb.sync.Database(url, pool_size=3) as db:
+        hold = [db.beginTransaction() for _ in range(3)]  # every worker connected
+        for tx in hold:
+            db.rollbackTransaction(tx)
+        assert db.stats()["connects"] == 3 and db.stats()["reconnects"] == 0
+        for _ in range(2):
+            kill_sessions(kind, URLS[kind], "adb_second_hour_stats")
+            before = db.stats()["connects"]
+            deadline = time.monotonic() + 20
+            while db.stats()["connects"] < before + 3 and time.monotonic() < deadline:
+                txs = []
+                for _ in range(3):  # three at once: each worker meets its dead connection
+                    try:
+                        txs.append(db.beginTransaction())
+                        db.runQuery("select 1", tx=txs[-1])
+                    except Exception:  # ConnectionLost: its worker reconnects next time
+                        pass
+                for tx in txs:
+                    try:
+                        db.rollbackTransaction(tx)
+                    except Exception:  # lost with its connection
+                        pass
+        stats = db.stats()
+        assert stats["connects"] == 9, stats
+        assert stats["reconnects"] == 6, stats
+        assert stats["recycled"] == 0 and stats["alive"] == 3, stats
