@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 import pytest
 
 import adb.sync
-from adb.errors import ConnectionRejected, ServerUnavailable
+from adb.errors import ConnectionRejected, ServerUnavailable, StatementTimeout
 from adb.sqltext import NOT_GIVEN, placeholder_hint
 
 from .conftest import (TARGETS, URLS, make_target, own_database, require_server,
@@ -262,3 +262,39 @@ def test_reconnects_counts_the_connections_that_replaced_lost_ones(name):
         assert stats["connects"] == 9, stats
         assert stats["reconnects"] == 6, stats
         assert stats["recycled"] == 0 and stats["alive"] == 3, stats
+
+
+# -- 3. rowcounts alike across servers where adb can make them so -----------------------
+
+@pytest.mark.parametrize("name", list(TARGETS))
+def test_rowcounts_are_alike_across_servers(name, tmp_path, table_name):
+    target = make_target(name, tmp_path)
+    sql = target.sql
+    with adb.sync.Database(target.url, pool_size=1) as db:
+        db.runOperation(f"create table {table_name} (k int)")
+        try:
+            assert db.runMany(sql(f"insert into {table_name} values (%s)"), []) == 0
+            assert db.runMany(sql(f"insert into {table_name} values (%s)"), iter([])) == 0
+            assert db.runMany(sql(f"insert into {table_name} values (%s)"),
+                              ((k,) for k in range(3))) == 3
+            tx = db.beginTransaction()  # the cursor's previous statement counted 2
+            assert db.runMany(sql(f"insert into {table_name} values (%s)"), [(7,), (8,)],
+                              tx=tx) == 2
+            assert db.runMany(sql(f"insert into {table_name} values (%s)"), [], tx=tx) == 0
+            db.rollbackTransaction(tx)
+            assert db.runOperation("select 1") == 1
+            assert db.runOperation(f"select k from {table_name}") == 3
+            assert db.runOperation(f"select k from {table_name} where k > 5") == 0
+            assert db.runOperation(f"delete from {table_name} where k < 2") == 2
+        finally:
+            db.runOperation(f"drop table {table_name}")
+
+
+def test_sqlite_statement_timeout_says_interrupted(tmp_path):
+    slow = ("with recursive c(x) as (select 1 union all select x + 1 from c "
+            "where x < 100000000) select count(*) from c")
+    with adb.sync.Database(f"sqlite:///{tmp_path}/t.db", pool_size=1) as db:
+        with pytest.raises(StatementTimeout) as raised:
+            db.runQuery(slow, statement_timeout=0.2)
+    assert "interrupted" in str(raised.value) and "server" not in str(raised.value)
+    assert raised.value.may_have_run is False
