@@ -755,14 +755,33 @@ class BaseDatabase(Generic[F]):
         return self._engine.ask_hub(listen.listening_channels)
 
     def stats(self) -> dict[str, Any]:
-        """A snapshot of the pool: workers busy/idle/pinned, open streams, queued,
-        parked and waiting for room, completed, errors, connects, hand-back wake-ups
-        (signalled, and timed while saturated), results settled and the largest batch
-        settled at once;
-        with ``autobatch``, the units run, the calls they carried, and the units that
-        failed and ran one by one; under ``listen``, the listening connection's
-        (``adb.listen``: listeners, channels, backend_pid, reconnects, delivered,
-        dropped, state)."""
+        """A snapshot of the Database, each key read at its own moment (no lock).
+
+        Workers: ``pool_size``; ``busy`` (running a call) and ``idle`` (the
+        rest); ``pinned`` (serving a transaction, busy or not); ``streams`` (open
+        streams, each also pinned); ``alive`` (worker threads not yet ended:
+        ``pool_size`` until ``close()``, 0 after).
+        Calls: ``queued`` (waiting for a worker); ``completed`` and ``errors``
+        (calls finished, and how many of them failed); ``retries`` (standalone
+        calls run again, ``retries=``); ``transaction_retries`` (``runTransaction``
+        functions run again); ``open_transactions``; ``parked`` and
+        ``waiting_for_room`` (``max_queued``: calls queued inside adb, callers
+        waiting for room).
+        Connections: ``connects`` (opened, every one counted); ``connected``
+        (open now); ``reconnects`` (opened by a worker that had one before, to
+        replace it: lost, closed by the server, recycled, dropped by
+        ``max_idle``); ``recycled`` (closed because ``max_lifetime`` ran out);
+        ``connect_failures`` (failed connects in a row now, 0 once one succeeds).
+        Group commit (``autobatch``): ``units`` run, the calls they ``batched``,
+        and ``unit_fallbacks`` (units that failed and ran one by one).
+        Hand-back: ``wakeups`` (times a worker woke the loop), ``polls`` (timed
+        drains while every worker was busy), ``settled`` (results delivered),
+        ``largest_batch`` (None on a blocking front-end).
+        Also ``name``, ``closed``, ``listen`` (the listening connection,
+        ``adb.listen``: state, listeners, channels, backend_pid, reconnects,
+        delivered, dropped) and, with ``replicas=``, ``fallbacks`` and
+        ``replicas`` (each one's name, target, state, lag, error, served, pool).
+        """
         return self._engine.stats()
 
     def __repr__(self) -> str:

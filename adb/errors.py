@@ -114,10 +114,11 @@ class ReplicaUnavailable(ServerUnavailable):
 
 
 class StatementTimeout(Error):
-    """The call ran past its ``statement_timeout`` and was cancelled on the server.
+    """The call ran past its ``statement_timeout`` and was cancelled on the server
+    (SQLite, which has none: interrupted).
 
-    ``may_have_run`` is False when the server confirmed the cancel (the statement
-    took no effect), True when the connection had to be cut instead.
+    ``may_have_run`` is False when the cancel was confirmed (the statement took no
+    effect), True when the connection had to be cut instead.
     """
 
     def __init__(self, message: str, may_have_run: bool = False) -> None:

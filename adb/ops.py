@@ -7,6 +7,8 @@ here: the job's kind decides (``adb.jobs.Kind``: the session method that runs it
 from __future__ import annotations
 
 import inspect
+import itertools
+from collections.abc import Sized
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from .interaction import RUNNING
@@ -56,18 +58,35 @@ def _first_row(cursor: Cursor, sql: Any, params: Any) -> Any:
 
 
 def operation(cursor: Cursor, driver: Driver, sql: Any, params: Any) -> int:
-    """Execute and return the rowcount."""
+    """Execute and return the rowcount; for a statement that returns rows, their
+    number, counted here where the driver says -1 (sqlite3), as the servers' do."""
     if params is None:
         cursor.execute(sql)
     else:
         cursor.execute(sql, params)
     count: int = cursor.rowcount
+    if count < 0 and cursor.description is not None:
+        count = sum(1 for _ in iter(cursor.fetchone, None))
     return count
+
+
+_NONE = object()  # ``many``: an iterator of parameter sets that gave none
 
 
 def many(cursor: Cursor, driver: Driver, sql: Any,
          seq_of_params: Iterable[Sequence[Any]]) -> int:
-    """Execute once per parameter set through the driver's bulk path; total rowcount."""
+    """Execute once per parameter set through the driver's bulk path; total rowcount.
+    No parameter sets: 0, with nothing sent (PyMySQL would give -1, or the rowcount
+    its cursor's previous statement left)."""
+    if isinstance(seq_of_params, Sized):
+        if not len(seq_of_params):
+            return 0
+    else:
+        sets = iter(seq_of_params)
+        first: Any = next(sets, _NONE)
+        if first is _NONE:
+            return 0
+        seq_of_params = itertools.chain((first,), sets)
     return driver.executemany(cursor, sql, seq_of_params)
 
 

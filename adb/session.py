@@ -32,6 +32,7 @@ from .errors import (ConnectionLost, InterfaceError, PoolClosed, StatementTimeou
                      StreamTimeout, TransactionError)
 from .handback import Handback
 from .rows import Batch, RowFactory
+from .target import Family
 from .telemetry import Telemetry
 
 if TYPE_CHECKING:
@@ -302,9 +303,16 @@ class Session:
         timeout = StatementTimeout(
             f"the call on {self._config.name!r} ran longer than {run_timeout} s and was "
             + ("cut off with its connection; it may have run" if cut
-               else "cancelled on the server; it took no effect"), may_have_run=cut)
+               else f"{self.cancelled()}; it took no effect"), may_have_run=cut)
         timeout.__cause__ = value
         return timeout, False
+
+    def cancelled(self) -> str:
+        """What cancelling a statement did: a server cancels it; an embedded
+        database (SQLite), which has none, is interrupted."""
+        if self._driver.target.family in (Family.POSTGRESQL, Family.MYSQL):
+            return "cancelled on the server"
+        return "interrupted"
 
     def check_after_cancel(self, running: RunningCall) -> None:
         """Once the watchdog acted on ``running`` (a call or a unit): replace a

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import enum
 import re
-from typing import Callable, Optional
+from collections.abc import Mapping, Sequence
+from typing import Any, Callable, Final, NamedTuple, Optional
 
 _DML = re.compile(r"\s*(insert|update|delete|replace)\s", re.IGNORECASE)
 #: characters that change how quotes are read (escapes, dollar quotes): never self-contained
@@ -91,10 +92,48 @@ class PathCache:
         self.paths[sql] = Path.TRANSACTION
 
 
-def placeholder_hint(sql: object, paramstyle: str) -> Optional[str]:
+#: ``placeholder_hint``'s ``params`` for a call whose parameters are not a
+#: statement's (an interaction, a bulk load): none are checked
+NOT_GIVEN: Final = object()
+
+#: a percent sign and what follows it, in a ``format``/``pyformat`` statement
+_PERCENT = re.compile(r"%(%|s|\(([^)]*)\)s|.?)", re.DOTALL)
+
+
+class Placeholders(NamedTuple):
+    """The ``%`` forms of a ``format``/``pyformat`` statement, as the driver reads
+    them: everywhere in the text, quotes or not."""
+
+    positional: int              # how many %s
+    named: frozenset[str]        # the names of the %(name)s
+    lone: Optional[int]          # where the first lone % (neither %s, %(name)s nor %%) is
+    escaped: bool                # whether it has a %%
+
+
+def placeholders(sql: str) -> Placeholders:
+    """The ``%`` forms of ``sql`` (``Placeholders``)."""
+    positional, lone, escaped = 0, None, False
+    named: set[str] = set()
+    for match in _PERCENT.finditer(sql):
+        form = match.group(1)
+        if form == "s":
+            positional += 1
+        elif form == "%":
+            escaped = True
+        elif match.group(2) is not None:
+            named.add(match.group(2))
+        elif lone is None:
+            lone = match.start()
+    return Placeholders(positional, frozenset(named), lone, escaped)
+
+
+def placeholder_hint(sql: object, paramstyle: str, params: Any = NOT_GIVEN) -> Optional[str]:
     """For a statement the driver refused: a note when its placeholders are another
     paramstyle's (``%s`` on a ``qmark`` driver such as sqlite3, ``?`` on a
-    ``pyformat`` one), the likely cause of the syntax error; else None."""
+    ``pyformat`` one), the likely cause of the syntax error; or, on a ``format``
+    or ``pyformat`` driver, when they do not match ``params`` (psycopg2 says only
+    ``IndexError: tuple index out of range`` or ``syntax error at or near "%"``);
+    else None."""
     if not isinstance(sql, str):
         return None
     if paramstyle == "qmark" and ("%s" in sql or "%(" in sql):
@@ -103,8 +142,49 @@ def placeholder_hint(sql: object, paramstyle: str) -> Optional[str]:
     if paramstyle in ("format", "pyformat") and "?" in sql:
         return (f"adb: this driver's paramstyle is {paramstyle!r} (db.paramstyle): write its "
                 "placeholders as %s, not ?")
+    if paramstyle in ("format", "pyformat") and params is not NOT_GIVEN:
+        return _mismatch(placeholders(sql), params, paramstyle)
     return None
 
 
-__all__ = ["Path", "PathCache", "is_dml", "placeholder_hint", "self_contained",
-           "without_terminator"]
+def _mismatch(found: Placeholders, params: Any, paramstyle: str) -> Optional[str]:
+    """Why the placeholders ``found`` cannot take ``params``, or None."""
+    forms = found.positional + len(found.named)
+    if params is None:
+        if forms:
+            return (f"adb: the statement has {_counted(forms, 'placeholder')} but no "
+                    "parameters were passed (params=None), so the driver sent it as written")
+        if found.escaped:
+            return ("adb: with no parameters the driver sends %% as written: write a literal "
+                    "percent sign as % then, and as %% only when parameters are passed")
+        return None
+    if found.lone is not None:
+        return (f"adb: a literal percent sign must be written %% when parameters are passed "
+                f"(a lone % at character {found.lone}; paramstyle {paramstyle!r})")
+    if isinstance(params, Mapping):
+        if found.positional:
+            return ("adb: the statement's positional placeholders (%s) take a sequence of "
+                    "parameters, not a mapping; a named one is written %(name)s")
+        missing = sorted(found.named - set(params))
+        if missing:
+            return f"adb: the parameters have no {', '.join(map(repr, missing))}, named in the " \
+                   "statement"
+        return None
+    if isinstance(params, (str, bytes)) or not isinstance(params, Sequence):
+        return None  # refused before it reached the driver (adb.args)
+    if found.named:
+        return (f"adb: the statement has named placeholders (%({sorted(found.named)[0]})s), "
+                f"which take a mapping of parameters, not a {type(params).__name__}")
+    if found.positional != len(params):
+        passed = "1 parameter was" if len(params) == 1 else f"{len(params)} parameters were"
+        return (f"adb: the statement has {_counted(found.positional, 'placeholder')} (%s) but "
+                f"{passed} passed")
+    return None
+
+
+def _counted(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+__all__ = ["NOT_GIVEN", "Path", "PathCache", "Placeholders", "is_dml", "placeholder_hint",
+           "placeholders", "self_contained", "without_terminator"]

@@ -47,7 +47,7 @@ from .errors import Error, add_note, name_attempts
 from .jobs import JOB_PARAMS, JOB_SQL, Kind, ends_transaction
 from .pipeline import Pipeliner
 from .session import Crew, PoolConfig, Session
-from .sqltext import Path, placeholder_hint
+from .sqltext import NOT_GIVEN, Path, placeholder_hint
 
 log = logging.getLogger("adb")
 
@@ -316,7 +316,8 @@ class Worker:
     def explain(self, error: BaseException, job: Job) -> None:
         """Add a note to a driver's error where adb sees its likely cause: placeholders
         of another paramstyle (``adb.sqltext.placeholder_hint``)."""
-        hint = placeholder_hint(job[JOB_SQL], self.crew.driver.paramstyle) \
+        params = job[JOB_PARAMS] if job[KIND].pipelinable else NOT_GIVEN
+        hint = placeholder_hint(job[JOB_SQL], self.crew.driver.paramstyle, params) \
             if len(job) > JOB_SQL else None
         if hint is not None:
             add_note(error, hint)

@@ -71,7 +71,10 @@ class PsycopgDriver(Driver):
 
     @classmethod
     def keywords(cls, dbapi: Any) -> frozenset[str]:
-        return _libpq.keywords(_PSYCOPG_KEYS | {"autocommit", "row_factory", "database"})
+        from psycopg import pq
+        listed = frozenset(d.keyword.decode() for d in pq.Conninfo.get_defaults())
+        return _libpq.keywords(_PSYCOPG_KEYS | {"autocommit", "row_factory", "database"},
+                               listed)
 
     def check(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         from psycopg.conninfo import make_conninfo

@@ -18,6 +18,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import importlib
+import itertools
 import logging
 import re
 import weakref
@@ -96,7 +97,7 @@ class Psycopg2Driver(Driver):
     @classmethod
     def keywords(cls, dbapi: Any) -> frozenset[str]:
         return _libpq.keywords(frozenset({"dsn", "connection_factory", "cursor_factory",
-                                          "async", "async_", "database"}))
+                                          "async", "async_", "database"}), _conninfo_keywords())
 
     def check(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         from psycopg2.extensions import make_dsn
@@ -381,6 +382,37 @@ def _cancel_functions() -> Any:
             f"psycopg2's libpq cannot be reached to cancel through a pooler ({exc}); "
             "use psycopg (postgresql+psycopg://), whose cancel goes through poolers") from None
     return lib
+
+
+class _ConninfoOption(ctypes.Structure):
+    """libpq's ``PQconninfoOption``: one connection parameter, its defaults."""
+
+    _fields_ = [("keyword", ctypes.c_char_p), ("envvar", ctypes.c_char_p),
+                ("compiled", ctypes.c_char_p), ("val", ctypes.c_char_p),
+                ("label", ctypes.c_char_p), ("dispchar", ctypes.c_char_p),
+                ("dispsize", ctypes.c_int)]
+
+
+@functools.lru_cache(maxsize=None)
+def _conninfo_keywords() -> Optional[frozenset[str]]:
+    """The connection parameters of the libpq psycopg2 is linked with
+    (``PQconndefaults``, reached as ``_cancel_functions`` reaches libpq), or None
+    where it cannot be asked (``_libpq.KEYWORDS`` then serves)."""
+    try:
+        lib = ctypes.CDLL(importlib.import_module("psycopg2._psycopg").__file__)
+        lib.PQconndefaults.restype = ctypes.POINTER(_ConninfoOption)
+        lib.PQconninfoFree.argtypes, lib.PQconninfoFree.restype = \
+            [ctypes.POINTER(_ConninfoOption)], None
+    except (OSError, AttributeError, ImportError):
+        return None
+    options = lib.PQconndefaults()
+    if not options:
+        return None
+    try:
+        names = itertools.takewhile(bool, (option.keyword for option in options))
+        return frozenset(name.decode() for name in names)
+    finally:
+        lib.PQconninfoFree(options)
 
 
 def _target(sql: str) -> str:
