@@ -18,7 +18,7 @@ import adb.sync
 from benchmarks import cli
 from benchmarks.scenarios import SCENARIOS
 
-from .conftest import URLS, require_server
+from ..conftest import URLS, require_server
 
 #: a short run: two systems, a few hundred rows
 SHORT = ["--rows", "200", "--systems", "adb-asyncio,threads"]
@@ -229,7 +229,7 @@ def test_the_docs_options_table_lists_every_flag():
     each option's spellings), so a new flag cannot go undocumented."""
     import argparse
     import pathlib
-    text = (pathlib.Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md").read_text()
+    text = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "benchmarks.md").read_text()
     table = text.split("| option | meaning |", 1)[1].split("\n\n", 1)[0]
     documented = set(re.findall(r"--[a-z_-]+", table))
     missing = [action.option_strings for action in cli.parser("x")._actions

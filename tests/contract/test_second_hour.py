@@ -21,7 +21,7 @@ import adb.sync
 from adb.errors import ConnectionRejected, ServerUnavailable, StatementTimeout
 from adb.sqltext import NOT_GIVEN, placeholder_hint
 
-from .conftest import (TARGETS, URLS, make_target, own_database, require_server,
+from ..conftest import (TARGETS, URLS, make_target, own_database, require_server,
                        server_kwargs)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

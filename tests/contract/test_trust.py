@@ -13,7 +13,7 @@ import adb
 import adb.sync
 from adb.errors import ConnectionRejected, InterfaceError, TransactionError
 
-from .conftest import FRONTS, URLS, blocking, ev, require_server
+from ..conftest import FRONTS, URLS, blocking, ev, require_server
 
 
 # -- 1. a password that is not percent-encoded -----------------------------------------

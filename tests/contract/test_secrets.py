@@ -21,7 +21,7 @@ from adb.errors import Error
 from adb.telemetry import Telemetry
 from adb.url import make_target
 
-from .conftest import URLS, require_server
+from ..conftest import URLS, require_server
 
 EXAMPLES = int(os.environ.get("ADB_FUZZ_EXAMPLES", "0"))
 FUZZ = settings(max_examples=EXAMPLES or 30, deadline=None, database=None,
