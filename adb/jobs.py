@@ -17,7 +17,9 @@ the worker may do with it:
 - ``batchable``: it may join a group-commit unit (``autobatch``);
 - ``pipelinable``: it may join a pipeline of standalone statements;
 - ``ends_transaction``: it runs even when its caller gave up, since nothing else
-  would end the transaction and free the worker.
+  would end the transaction and free the worker;
+- ``statement``: its arguments are ``(op, sql, params, ...)`` (a query or an
+  operation), so a failure can be checked against its parameters.
 """
 
 from __future__ import annotations
@@ -37,30 +39,37 @@ class Kind(enum.Enum):
     """What a job is: the session method that runs it, and what a worker may do with it."""
 
     # (label, the Session method that runs it, retriable, rerunnable, batchable,
-    #  pipelinable, ends_transaction)
-    QUERY = ("query", Session.standalone, True, True, False, True, False)
-    OPERATION = ("operation", Session.standalone, True, True, True, True, False)
+    #  pipelinable, ends_transaction, statement)
+    QUERY = ("query", Session.standalone, True, True, False, True, False, True)
+    OPERATION = ("operation", Session.standalone, True, True, True, True, False, True)
     #: a standalone statement that joins neither a unit nor a pipeline (NOTIFY)
-    STATEMENT = ("statement", Session.standalone, True, True, False, False, False)
-    MANY = ("many", Session.atomic, True, True, False, False, False)
+    STATEMENT = ("statement", Session.standalone, True, True, False, False, False, False)
+    MANY = ("many", Session.atomic, True, True, False, False, False, False)
     #: the caller's function may have done more than the database work: never retried
-    INTERACTION = ("interaction", Session.atomic, False, True, False, False, False)
+    INTERACTION = ("interaction", Session.atomic, False, True, False, False, False, False)
+    #: a query or operation in the pinned transaction
+    TX_STATEMENT = ("statement in transaction", Session.in_transaction, False, False, False,
+                    False, False, True)
+    #: adb's other work in the pinned transaction (runMany, NOTIFY, savepoints, COPY)
     IN_TRANSACTION = ("in transaction", Session.in_transaction, False, False, False, False,
-                      False)
-    TX_INTERACTION = ("interaction in transaction", Session.interact, False, False, False,
                       False, False)
-    CONNECT = ("connect", Session.connect, False, False, False, False, False)
-    BEGIN = ("begin", Session.begin, False, False, False, False, False)
-    FINISH = ("finish", Session.finish, False, False, False, False, True)
-    ABANDON = ("abandon", Session.abandon, False, False, False, False, True)
-    OPEN_STREAM = ("open stream", Session.open_stream, False, False, False, False, False)
-    FETCH_STREAM = ("fetch stream", Session.fetch_stream, False, False, False, False, False)
-    CLOSE_STREAM = ("close stream", Session.close_stream, False, False, False, False, False)
+    TX_INTERACTION = ("interaction in transaction", Session.interact, False, False, False,
+                      False, False, False)
+    CONNECT = ("connect", Session.connect, False, False, False, False, False, False)
+    BEGIN = ("begin", Session.begin, False, False, False, False, False, False)
+    FINISH = ("finish", Session.finish, False, False, False, False, True, False)
+    ABANDON = ("abandon", Session.abandon, False, False, False, False, True, False)
+    OPEN_STREAM = ("open stream", Session.open_stream, False, False, False, False, False, False)
+    FETCH_STREAM = ("fetch stream", Session.fetch_stream, False, False, False, False, False,
+                    False)
+    CLOSE_STREAM = ("close stream", Session.close_stream, False, False, False, False, False,
+                    False)
     #: a function handed the worker's session (the adbapi drop-in's calls)
-    HOSTED = ("hosted", Session.host, False, False, False, False, False)
+    HOSTED = ("hosted", Session.host, False, False, False, False, False, False)
 
     def __init__(self, label: str, run: Callable[..., Any], retriable: bool, rerunnable: bool,
-                 batchable: bool, pipelinable: bool, ends_transaction: bool) -> None:
+                 batchable: bool, pipelinable: bool, ends_transaction: bool,
+                 statement: bool) -> None:
         self.label = label
         #: ``run(session, *args)``, in the worker's thread
         self.run = run
@@ -69,16 +78,17 @@ class Kind(enum.Enum):
         self.batchable = batchable
         self.pipelinable = pipelinable
         self.ends_transaction = ends_transaction
+        self.statement = statement
 
 
 class Op(enum.Enum):
     """What a call does on a cursor (``adb.ops``), and the job kind it makes outside
     a transaction (None: only inside one) and inside the pinned one."""
 
-    QUERY = ("query", ops.query, Kind.QUERY, Kind.IN_TRANSACTION)
-    QUERY_ROW = ("query row", ops.query_row, Kind.QUERY, Kind.IN_TRANSACTION)
-    QUERY_VALUE = ("query value", ops.query_value, Kind.QUERY, Kind.IN_TRANSACTION)
-    OPERATION = ("operation", ops.operation, Kind.OPERATION, Kind.IN_TRANSACTION)
+    QUERY = ("query", ops.query, Kind.QUERY, Kind.TX_STATEMENT)
+    QUERY_ROW = ("query row", ops.query_row, Kind.QUERY, Kind.TX_STATEMENT)
+    QUERY_VALUE = ("query value", ops.query_value, Kind.QUERY, Kind.TX_STATEMENT)
+    OPERATION = ("operation", ops.operation, Kind.OPERATION, Kind.TX_STATEMENT)
     MANY = ("many", ops.many, Kind.MANY, Kind.IN_TRANSACTION)
     INTERACTION = ("interaction", ops.interaction, Kind.INTERACTION, Kind.TX_INTERACTION)
     NOTIFY = ("notify", ops.notify, Kind.STATEMENT, Kind.IN_TRANSACTION)

@@ -316,7 +316,7 @@ class Worker:
     def explain(self, error: BaseException, job: Job) -> None:
         """Add a note to a driver's error where adb sees its likely cause: placeholders
         of another paramstyle (``adb.sqltext.placeholder_hint``)."""
-        params = job[JOB_PARAMS] if job[KIND].pipelinable else NOT_GIVEN
+        params = job[JOB_PARAMS] if job[KIND].statement else NOT_GIVEN
         hint = placeholder_hint(job[JOB_SQL], self.crew.driver.paramstyle, params) \
             if len(job) > JOB_SQL else None
         if hint is not None:
