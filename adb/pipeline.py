@@ -23,7 +23,8 @@ them all before reading any result (``Database(pipeline=)``, ``?pipeline=off``;
 - What follows an error is what follows it alone (``Worker.failed``): a
   connection that broke gives ``ConnectionLost``, a transient error is retried
   with ``retries``, a placeholder of another paramstyle gets its note. If the
-  connection breaks during the pipeline, every call of it (and only those) gets
+  connection breaks during the pipeline, each call whose answer was read before
+  it broke gets that answer, and every other call of it (and only those) gets
   ``ConnectionLost(may_have_run=True)``; if none could be opened, each runs alone.
 - Each call has its own span (``adb.telemetry``), started when the pipeline is
   sent and ended with its own outcome.
@@ -35,6 +36,7 @@ from queue import Empty
 from typing import TYPE_CHECKING, Any, Optional, Protocol
 
 from .call import CLAIM, FUTURE, KIND, RUN_TIMEOUT, TRACE, Job, RunningCall
+from .drivers.pipelines import PipelineBroken
 from .errors import InterfaceError
 from .jobs import JOB_OP, JOB_PARAMS, JOB_SQL
 from .session import Session
@@ -149,21 +151,28 @@ class Pipeliner:
             return None
         spans = self.start_spans(jobs)
         host.running(running := RunningCall(None, None, None))
+        error: Optional[BaseException] = None
         try:
             answers = self.pipelining.run(
                 conn, [(job[JOB_SQL], job[JOB_PARAMS]) for job in jobs])
+        except PipelineBroken as broken:  # the connection failed after some answers were read
+            answers, error = broken.answered, broken.error
         except BaseException as exc:  # the connection failed under it: any may have run
-            host.running(None)
-            self.end_spans(jobs, spans, [(exc, False)] * len(jobs))
-            return host.lost(jobs, exc, f"a pipeline of {len(jobs)} calls")
-        outcomes = [self.outcome(job, answer, running) for job, answer in zip(jobs, answers)]
+            answers, error = [], exc
+        read = jobs[:len(answers)]
+        outcomes = [self.outcome(job, answer, running) for job, answer in zip(read, answers)]
         host.running(None)
         self.pipelines += 1
         self.pipelined += len(jobs)
-        self.end_spans(jobs, spans, outcomes)
-        host.tally(len(jobs), sum(1 for _, ok in outcomes if not ok))
+        self.end_spans(read, spans, outcomes)
+        host.tally(len(read), sum(1 for _, ok in outcomes if not ok))
         host.crew.handback.many([(job[FUTURE], ok, value) for job, (value, ok)
-                                 in zip(jobs, outcomes) if job[FUTURE] is not None])
+                                 in zip(read, outcomes) if job[FUTURE] is not None])
+        if error is not None:  # only the statements whose answers were not read are in doubt
+            unread = jobs[len(answers):]
+            self.end_spans(unread, None if spans is None else spans[len(answers):],
+                           [(error, False)] * len(unread))
+            host.lost(unread, error, f"a pipeline of {len(jobs)} calls")
         return None
 
     def outcome(self, job: Job, answer: Any, running: RunningCall) -> tuple[Any, bool]:

@@ -44,7 +44,19 @@ class Pipelines(abc.ABC):
         """Send ``statements`` (``(sql, params)`` pairs, each ``safe``) before
         reading any result, each in its own implicit transaction as it would run
         alone, and return each one's outcome in order. Raises only when the
-        connection fails (then any of them may have run)."""
+        connection fails: ``PipelineBroken`` with the outcomes read before it (the
+        rest may have run), or any other error (then any of them may have run)."""
+
+
+class PipelineBroken(Exception):
+    """The connection failed partway through a pipeline: ``answered`` holds the
+    outcomes of its first statements, read before ``error``; the statements after
+    them may or may not have run."""
+
+    def __init__(self, answered: list[Answered], error: BaseException) -> None:
+        super().__init__(f"a pipeline broke after {len(answered)} answers: {error!r}")
+        self.answered = answered
+        self.error = error
 
 
 class Answered:

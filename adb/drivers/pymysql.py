@@ -22,7 +22,7 @@ from .base import (ISOLATION_LEVELS, Connection, Cursor, Driver, DriverInfo, Rep
 from .cancel import Cancel, shut_down
 from .copy import InsertCopy, TextRows, column_list
 from .galera import SESSION_ATTRS, GaleraCluster, galera_state
-from .pipelines import Answered, Pipelines
+from .pipelines import Answered, PipelineBroken, Pipelines
 
 #: MySQL errors after which a connect can only fail again, and what adb calls them
 _REJECTIONS = {1044: "the server refused access to the database",
@@ -381,7 +381,14 @@ class MySQLPipelines(Pipelines):
         again in the next message, and each statement runs exactly once."""
         answered: list[Answered] = []
         while len(answered) < len(statements):
-            answered += self._message(conn, statements[len(answered):])
+            try:
+                answered += self._message(conn, statements[len(answered):])
+            except PipelineBroken as broken:
+                raise PipelineBroken(answered + broken.answered, broken.error) from broken.error
+            except BaseException as exc:
+                if not answered:
+                    raise
+                raise PipelineBroken(answered, exc) from exc
         return answered
 
     def _message(self, conn: Connection, statements: list[tuple[str, Any]]) -> list[Answered]:
@@ -427,6 +434,8 @@ class MySQLPipelines(Pipelines):
                 answered.append(_snapshot(cursor))
         except self.driver.dbapi.err.MySQLError as exc:
             if self.driver.is_disconnect(exc, conn):
+                if answered:  # those answers were read: only the rest are in doubt
+                    raise PipelineBroken(answered, exc) from exc
                 raise
             answered.append(Answered(None, exc))  # the server stopped here
         if toggle:

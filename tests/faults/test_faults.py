@@ -17,6 +17,7 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 
 import adb
+import adb.options
 import adb.sync
 from adb.errors import ConnectionLost, ForkError, PoolClosed, QueueFull, ServerUnavailable, StatementTimeout, TransactionError
 
@@ -441,3 +442,44 @@ async def test_slow_network_costs_time_not_correctness(kind, tokens):
     report("F14 delay", kind=kind, seconds=round(elapsed, 2), **figures)
     await db.close()
     proxy.close()
+
+
+async def test_a_killed_pipeline_leaves_at_most_its_depth_in_doubt(tokens):
+    """Pipelines (on by default on MariaDB) widen what a lost connection leaves in
+    doubt: every statement sent whose answer was not read. Answers read before the
+    break settle their calls, and a pipeline holds at most PIPELINE_DEPTH calls, so
+    one connection killed mid-burst leaves at most that many calls
+    ``ConnectionLost(may_have_run=True)`` (docs/failures.md)."""
+    kind = "mysql"
+    require_server(server_of(kind))
+    depth = adb.options.PIPELINE_DEPTH
+    db = adb.Database(url_of(kind), pool_size=10, name="adb-f-pipeline-doubt")
+    assert db.stats()["pool_size"] == 10
+    table = tokens(kind)
+    await db.runQuery("select 1")
+    assert db._engine.driver.pipeline_depth == depth
+    ledger = Ledger()
+    killed = []
+
+    def kill_once():  # once the burst is well under way, with every worker connected
+        deadline = time.monotonic() + 30
+        while (len(ledger.ok) < 3000 or len(db._engine.pool.connections) < 10) \
+                and time.monotonic() < deadline:
+            time.sleep(0.005)
+        connections = list(db._engine.pool.connections.values())
+        killed.append((len(connections), len(ledger.ok)))
+        kill_all(db, kind)
+
+    timer = threading.Thread(target=kill_once)
+    timer.start()
+    try:
+        await fire(db, table, 20000, ledger)
+    finally:
+        timer.join()
+    figures = ledger.check(table.tokens())
+    [(connections, done_before)] = killed
+    assert connections > 0 and done_before < 20000  # the kill landed mid-burst
+    assert figures["ambiguous"] <= connections * depth, (figures, killed)
+    assert figures["ok"] > 0
+    report("pipeline kill", kind=kind, connections_killed=connections, depth=depth, **figures)
+    await db.close()
