@@ -1,6 +1,6 @@
 """Pipelines, a capability a driver offers or not (``Driver.pipelines``).
 
-A worker with standalone calls queued behind it sends up to 64 of them before
+A worker with standalone calls queued behind it sends up to 16 of them before
 reading any result (``adb.pipeline``); this is what it asks of the driver. A
 driver that cannot (psycopg2, sqlite3, a generic module) has ``pipelines =
 None`` and runs one statement at a time; the engine sets ``Driver.pipeline_depth``
