@@ -139,6 +139,7 @@ class Engine(Generic[F]):
         self._close_timer: Optional[Cancellable] = None
         self._close_lock = threading.Lock()
         self._hub: Optional[Hub] = None  # the listening connection, from the first listen()
+        self._dropped = False  # its Database was collected unclosed (``drop``)
         self._new_future = frontend.new_future
         self._returned = frontend.returned
         self._outcome = frontend.outcome
@@ -162,7 +163,8 @@ class Engine(Generic[F]):
         self.handback = self.frontend.handback(
             None if self.admission is None else self.admission.after, dispatch.saturated)
         self.pool = Pool(self.driver, size, config, dispatch, self.handback,
-                         self.frontend.abandoned, on_exit=_weak_method(self._workers_exited),
+                         self.frontend.abandoned,
+                         on_exit=_weak_method(self._workers_exited, self._remove_embedded_later()),
                          cancel_grace=protected.get("cancel_grace", 2.0))
         if self._embedded is not None:
             self._embedded.remove_with(self.pool)
@@ -565,6 +567,8 @@ class Engine(Generic[F]):
     def _workers_exited(self) -> None:
         """Every worker thread has ended (watchdog thread): finish on the loop thread,
         if a close waits."""
+        if self._dropped:  # nobody closes it: its file goes with its workers
+            self._remove_embedded()
         if self._close_futures:
             try:
                 self.frontend.call_soon_threadsafe(self._closed)
@@ -597,6 +601,7 @@ class Engine(Generic[F]):
         nothing runs: the parent's Database is its own to close."""
         if self.forked or self.pool.stopping():
             return False
+        self._dropped = True
         if self.admission is not None:
             self.admission.close()  # parked calls run; their callers may still wait
         self.pool.stop()
@@ -607,6 +612,11 @@ class Engine(Generic[F]):
             for engine in self.replicas.engines:
                 engine.drop()
         return True
+
+    def _remove_embedded_later(self) -> Optional[Callable[[], None]]:
+        """What removes the embedded file once the workers of an engine already
+        collected have exited (a Database dropped unclosed): None without one."""
+        return None if self._embedded is None else self._embedded.remove
 
     def _remove_embedded(self) -> None:
         if self._embedded is not None:
@@ -741,14 +751,18 @@ def _each(futures: list[F]) -> Steps:
         yield future
 
 
-def _weak_method(method: Callable[[], None]) -> Callable[[], None]:
-    """``method()`` while its object lives; nothing once it has been collected."""
+def _weak_method(method: Callable[[], None],
+                 otherwise: Optional[Callable[[], None]] = None) -> Callable[[], None]:
+    """``method()`` while its object lives; ``otherwise()`` (if given) once it has
+    been collected."""
     ref = weakref.WeakMethod(method)
 
     def call() -> None:
         bound = ref()
         if bound is not None:
             bound()
+        elif otherwise is not None:
+            otherwise()
     return call
 
 
