@@ -738,7 +738,7 @@ def _remove_files(path: str, pid: int) -> None:
     only: a forked child that exits (a gunicorn worker) leaves its parent's file."""
     if os.getpid() != pid:
         return
-    for suffix in ("", "-wal", "-shm"):
+    for suffix in ("", "-wal", "-shm", "-journal"):
         try:
             os.remove(path + suffix)
         except FileNotFoundError:
