@@ -304,7 +304,9 @@ class Database(BaseDatabase["asyncio.Future[Any]"]):
         :param timeout: seconds to wait for queued calls (default: all of them).
         :raises InterfaceError: ``timeout`` is not a number of seconds >= 0.
         """
-        await asyncio.shield(self._engine.close(timeout))
+        closing = self._engine.close(timeout)
+        if closing is not None:  # None: a forked child's close, done at once
+            await asyncio.shield(closing)
 
     async def __aenter__(self) -> Database:
         """Open the first connection (``connect()``); a Database that cannot is closed

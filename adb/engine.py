@@ -53,11 +53,49 @@ _live: weakref.WeakSet[Engine[Any]] = weakref.WeakSet()
 
 
 def _after_fork_in_child() -> None:
+    """Every Database of the parent refuses calls in a forked child, and the child lets
+    go of the parent's connections without a word on them (``_let_go``)."""
     for engine in list(_live):
+        _let_go(engine.pool.connections.values())
+        if engine._hub is not None and engine._hub.conn is not None:
+            _let_go([engine._hub.conn])
         engine.refusal = ForkError(
             f"the Database {engine.name!r} was created in process {engine.pid} and cannot be "
             f"used in child process {os.getpid()}: create the Database after forking "
             "(e.g. after tornado's server.start(n))")
+
+
+def _let_go(connections: Any) -> None:
+    """In a forked child: point each of the parent's connection sockets at /dev/null in
+    this process, so that nothing the child does with the connection objects (a
+    collection, the interpreter's exit: psycopg2 sends its goodbye to the server when a
+    connection is deallocated) reaches the server or breaks the parent's session. The
+    parent's sockets are untouched; the child's copies are closed."""
+    devnull = os.open(os.devnull, os.O_RDWR)
+    try:
+        for conn in connections:
+            fd = _socket_fd(conn)
+            if fd is not None:
+                try:
+                    os.dup2(devnull, fd)
+                except OSError:
+                    pass
+    finally:
+        os.close(devnull)
+
+
+def _socket_fd(conn: Any) -> Optional[int]:
+    """The file descriptor of a DB-API connection's socket, or None (sqlite3, or a
+    connection already closed)."""
+    for owner in (conn, getattr(conn, "_sock", None)):  # psycopg2, psycopg; PyMySQL
+        fileno = getattr(owner, "fileno", None)
+        if fileno is not None:
+            try:
+                fd = fileno()
+            except Exception:
+                return None
+            return fd if isinstance(fd, int) and fd >= 0 else None
+    return None
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -101,6 +139,7 @@ class Engine(Generic[F]):
         self._close_timer: Optional[Cancellable] = None
         self._close_lock = threading.Lock()
         self._hub: Optional[Hub] = None  # the listening connection, from the first listen()
+        self._dropped = False  # its Database was collected unclosed (``drop``)
         self._new_future = frontend.new_future
         self._returned = frontend.returned
         self._outcome = frontend.outcome
@@ -124,7 +163,8 @@ class Engine(Generic[F]):
         self.handback = self.frontend.handback(
             None if self.admission is None else self.admission.after, dispatch.saturated)
         self.pool = Pool(self.driver, size, config, dispatch, self.handback,
-                         self.frontend.abandoned, on_exit=_weak_method(self._workers_exited),
+                         self.frontend.abandoned,
+                         on_exit=_weak_method(self._workers_exited, self._remove_embedded_later()),
                          cancel_grace=protected.get("cancel_grace", 2.0))
         if self._embedded is not None:
             self._embedded.remove_with(self.pool)
@@ -432,8 +472,30 @@ class Engine(Generic[F]):
         """True from the moment the close begins."""
         return self._state is not CloseState.OPEN
 
+    @property
+    def forked(self) -> bool:
+        """True in a child forked from the process that made this engine."""
+        return self.pid != os.getpid()
+
+    def close_in_child(self) -> None:
+        """``close()`` in a forked child, at once: the child owns no worker (threads do
+        not survive a fork) and must not touch the parent's connections (let go of at
+        the fork, ``_let_go``) nor its embedded file; it only stops counting this
+        engine and its replicas' as open."""
+        for engine in [*([] if self.replicas is None else self.replicas.engines), self]:
+            with engine._close_lock:
+                engine._state = CloseState.CLOSED
+                engine._close_futures = []
+            engine.refusal = PoolClosed.refused(engine.name)
+            _live.discard(engine)
+
     def close(self, timeout: Optional[float] = None) -> Any:
-        """Close this engine and its replicas'; what ``close()`` gives its caller."""
+        """Close this engine and its replicas'; what ``close()`` gives its caller (None
+        in a forked child, where the close is done at once: ``close_in_child``)."""
+        if self.forked:
+            check_timeout(timeout)
+            self.close_in_child()
+            return None
         engines = [] if self.replicas is None else self.replicas.engines
         closing = [engine.closing(timeout) for engine in [*engines, self]]
         if len(closing) == 1:
@@ -470,7 +532,10 @@ class Engine(Generic[F]):
     def close_blocking(self) -> None:
         """The close sequence on the calling thread, without the front-end's loop
         (the adbapi drop-in: adbapi's ``close()`` blocks, and runs while the reactor
-        shuts down)."""
+        shuts down). At once in a forked child (``close_in_child``)."""
+        if self.forked:
+            self.close_in_child()
+            return
         for engine in [] if self.replicas is None else self.replicas.engines:
             engine.close_blocking()
         self._stop_accepting()
@@ -502,6 +567,8 @@ class Engine(Generic[F]):
     def _workers_exited(self) -> None:
         """Every worker thread has ended (watchdog thread): finish on the loop thread,
         if a close waits."""
+        if self._dropped:  # nobody closes it: its file goes with its workers
+            self._remove_embedded()
         if self._close_futures:
             try:
                 self.frontend.call_soon_threadsafe(self._closed)
@@ -530,9 +597,11 @@ class Engine(Generic[F]):
 
     def drop(self) -> bool:
         """Its Database was collected unclosed: stop everything without waiting.
-        True if it was still running (the Database then warns)."""
-        if self.pool.stopping():
+        True if it was still running (the Database then warns). In a forked child
+        nothing runs: the parent's Database is its own to close."""
+        if self.forked or self.pool.stopping():
             return False
+        self._dropped = True
         if self.admission is not None:
             self.admission.close()  # parked calls run; their callers may still wait
         self.pool.stop()
@@ -543,6 +612,11 @@ class Engine(Generic[F]):
             for engine in self.replicas.engines:
                 engine.drop()
         return True
+
+    def _remove_embedded_later(self) -> Optional[Callable[[], None]]:
+        """What removes the embedded file once the workers of an engine already
+        collected have exited (a Database dropped unclosed): None without one."""
+        return None if self._embedded is None else self._embedded.remove
 
     def _remove_embedded(self) -> None:
         if self._embedded is not None:
@@ -650,16 +724,21 @@ class EmbeddedFile:
     def __init__(self) -> None:
         fd, self.path = tempfile.mkstemp(prefix="adb-", suffix=".db")
         os.close(fd)
+        self.pid = os.getpid()
 
     def remove_with(self, pool: Pool) -> None:
-        weakref.finalize(pool, _remove_files, self.path)
+        weakref.finalize(pool, _remove_files, self.path, self.pid)
 
     def remove(self) -> None:
-        _remove_files(self.path)
+        _remove_files(self.path, self.pid)
 
 
-def _remove_files(path: str) -> None:
-    for suffix in ("", "-wal", "-shm"):
+def _remove_files(path: str, pid: int) -> None:
+    """Remove the embedded file and its journal files, in the process that made them
+    only: a forked child that exits (a gunicorn worker) leaves its parent's file."""
+    if os.getpid() != pid:
+        return
+    for suffix in ("", "-wal", "-shm", "-journal"):
         try:
             os.remove(path + suffix)
         except FileNotFoundError:
@@ -672,14 +751,18 @@ def _each(futures: list[F]) -> Steps:
         yield future
 
 
-def _weak_method(method: Callable[[], None]) -> Callable[[], None]:
-    """``method()`` while its object lives; nothing once it has been collected."""
+def _weak_method(method: Callable[[], None],
+                 otherwise: Optional[Callable[[], None]] = None) -> Callable[[], None]:
+    """``method()`` while its object lives; ``otherwise()`` (if given) once it has
+    been collected."""
     ref = weakref.WeakMethod(method)
 
     def call() -> None:
         bound = ref()
         if bound is not None:
             bound()
+        elif otherwise is not None:
+            otherwise()
     return call
 
 

@@ -318,6 +318,11 @@ class Hub:
 
     # -- from any thread ------------------------------------------------------------
 
+    @property
+    def conn(self) -> Optional[Connection]:
+        """The listening connection now, or None (a forked child lets go of it)."""
+        return self._conn
+
     def wake(self) -> None:
         """Make the thread look at the router again (or notice it must stop)."""
         with self._pipe_lock:

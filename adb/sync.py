@@ -32,6 +32,12 @@ T = TypeVar("T")
 #: what a Waiter receives: ``(ok, value)``, a call's result (``ok``) or its exception
 Outcome = Tuple[bool, Any]
 
+#: put in a Waiter by its caller when its wait was interrupted (Ctrl-C, any
+#: BaseException in the waiting thread): the Waiter then counts as abandoned
+#: (``SyncFrontEnd.abandoned``), so a queued call is skipped and a running one is
+#: cancelled on the server by the watchdog, as an asyncio cancellation is
+GAVE_UP: Outcome = (False, None)
+
 
 class Waiter(SimpleQueue[Outcome]):
     """The blocking front-end's future: a queue that receives the call's one outcome.
@@ -49,6 +55,9 @@ class Waiter(SimpleQueue[Outcome]):
             self._outcome = self.get(timeout=timeout)
         except Empty:
             return False
+        except BaseException:
+            self.put(GAVE_UP)
+            raise
         return True
 
     def result(self) -> Any:
@@ -60,8 +69,13 @@ class Waiter(SimpleQueue[Outcome]):
 
 
 def _outcome(waiter: Waiter) -> Any:
-    """Wait for an unclaimed call's outcome; its value, or raise its exception."""
-    ok, value = waiter.get()
+    """Wait for an unclaimed call's outcome; its value, or raise its exception. A
+    wait interrupted (KeyboardInterrupt) gives the call up: see ``GAVE_UP``."""
+    try:
+        ok, value = waiter.get()
+    except BaseException:
+        waiter.put(GAVE_UP)
+        raise
     if ok:
         return value
     raise value
@@ -112,9 +126,10 @@ class SyncFrontEnd(BlockingFrontEnd[Waiter]):
     transaction_class = Transaction
     new_future = Waiter
     outcome = staticmethod(_outcome)
-    # a Waiter's caller never gives it up (a claim decides a timed-out wait): its
-    # queue is empty, ``qsize()`` 0, until its outcome is put there. The C method
-    # itself: a worker asks this before every call
+    # a Waiter's caller gives it up only when its wait is interrupted (a claim
+    # decides a timed-out wait): its queue is empty, ``qsize()`` 0, until its outcome
+    # or ``GAVE_UP`` is put there. The C method itself: a worker asks this before
+    # every call
     abandoned = staticmethod(Waiter.qsize)  # type: ignore[assignment]
 
     @staticmethod

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import logging
 import threading
+import weakref
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence, TypeVar
 
 try:
@@ -272,8 +273,8 @@ class Database(BaseDatabase["defer.Deferred[Any]"]):
         :param timeout: seconds to wait for queued calls (default: all of them).
         :raises InterfaceError: ``timeout`` is not a number of seconds >= 0.
         """
-        result: defer.Deferred[None] = self._engine.close(timeout)
-        return result
+        result: Optional[defer.Deferred[None]] = self._engine.close(timeout)
+        return defer.succeed(None) if result is None else result  # None: a forked child
 
 
 # -- the adbapi drop-in ------------------------------------------------------------------
@@ -448,9 +449,16 @@ class ConnectionPool(adbapi.ConnectionPool):
     def finalClose(self) -> None:
         """Stop the thread pool (adb's workers: after the queued calls, closing their
         connections), then close what ``connect()`` gave other threads, as adbapi's
-        does; blocking. With a thread pool put in place of adb's, adb's own closes too."""
-        super().finalClose()  # type: ignore[no-untyped-call,unused-ignore]
+        does; blocking. With a thread pool put in place of adb's, adb's own closes too.
+        In a forked child it returns at once and closes nothing: the connections are
+        the parent's (``Engine.close_in_child``)."""
         own = getattr(self, "_adb", None)
+        if own is not None and own.forked:
+            self.shutdownID = None
+            self.running = False
+            own.close_blocking()
+            return
+        super().finalClose()  # type: ignore[no-untyped-call,unused-ignore]
         if own is not None and not isinstance(self.threadpool, ThreadPoolView):
             own.close_blocking()
 
@@ -616,11 +624,39 @@ _ADBAPI = Operation("adbapi")
 class _AdbapiFrontEnd(TwistedFrontEnd):
     """Deferreds as adbapi's thread pool gives them: cancelling one does not stop its
     call (queued, it still runs; running, it is not cancelled on the server); its
-    result is dropped."""
+    result is dropped.
+
+    The reactor is held weakly: the worker threads reach this object (they hand
+    results back through it), and a reactor they held would keep every pool it
+    holds alive (``addSystemEventTrigger``) with its threads. The ConnectionPool
+    holds its reactor; once a program lets go of both, the pool is collected and
+    its threads end, as adbapi's pool and thread pool are."""
+
+    def __init__(self, reactor: Any) -> None:  # pylint: disable=super-init-not-called
+        self._reactor = weakref.ref(reactor)
+
+    @property
+    def reactor(self) -> Any:
+        reactor = self._reactor()
+        if reactor is None:  # what a closed loop gives a worker handing a result back
+            raise RuntimeError("the reactor of this ConnectionPool is gone")
+        return reactor
 
     @staticmethod
     def abandoned(deferred: defer.Deferred[Any]) -> bool:
         return False
+
+
+def _weak_on_connect(owner: ConnectionPool) -> Callable[[Any], None]:
+    """The pool's ``_on_connect`` (``cp_openfun``), holding the pool weakly: the worker
+    threads reach it (a connect runs it), and must not keep the pool alive."""
+    pool = weakref.ref(owner)
+
+    def on_connect(conn: Any) -> None:
+        owner = pool()
+        if owner is not None:
+            owner._on_connect(conn)
+    return on_connect
 
 
 class _PoolDatabase(Database):
@@ -633,7 +669,7 @@ class _PoolDatabase(Database):
         self._options: PoolOptions = {
             "warm": owner.min, "start": False, "fit_size": True, "native": True}
         super().__init__(target, reactor=owner._reactor, pool_size=owner.max,
-                         name=owner.name, on_connect=owner._on_connect,
+                         name=owner.name, on_connect=_weak_on_connect(owner),
                          autobatch=owner.autobatch)
 
     def _pool_options(self) -> PoolOptions:
@@ -686,3 +722,8 @@ class _PoolDatabase(Database):
     def close_blocking(self) -> None:
         """Close on the calling thread (adbapi's ``close()`` blocks)."""
         self._engine.close_blocking()
+
+    @property
+    def forked(self) -> bool:
+        """True in a child forked from the process that made the pool."""
+        return self._engine.forked

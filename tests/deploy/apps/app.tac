@@ -1,0 +1,21 @@
+# twistd -n -y app.tac: the adbapi drop-in, a sleep query at start-up when asked,
+# and the reactor's shutdown (SIGTERM, SIGINT) closing the pool.
+import os
+
+from twisted.application import service
+from twisted.internet import reactor
+
+from adb.twisted import ConnectionPool
+
+url_app = os.environ["ADB_DEPLOY_APP"]
+pool = ConnectionPool("psycopg2", host="127.0.0.1", user="root", dbname="test",
+                      application_name=url_app, cp_min=2, cp_max=4)
+
+
+def started():
+    pool.runQuery("select 1")
+    pool.runQuery(os.environ["ADB_DEPLOY_SLEEP"]).addErrback(lambda failure: None)
+
+
+reactor.callWhenRunning(started)
+application = service.Application("adb-deploy")

@@ -1,0 +1,15 @@
+"""gunicorn's settings for the WSGI recipe's app (docs/recipes.md)."""
+
+workers = 2
+threads = 4
+graceful_timeout = 8
+
+
+def post_fork(server, worker):
+    import wsgi
+    wsgi.open_database()
+
+
+def worker_exit(server, worker):
+    import wsgi
+    wsgi.close_database()
