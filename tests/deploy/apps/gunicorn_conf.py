@@ -2,7 +2,7 @@
 
 workers = 2
 threads = 4
-graceful_timeout = 8
+graceful_timeout = 4  # a gthread worker may wait this long for an idle keep-alive socket on SIGTERM
 
 
 def post_fork(server, worker):
