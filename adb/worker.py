@@ -216,15 +216,17 @@ class Worker:
 
     def go_idle(self) -> None:
         """Register as idle now, before handing back the outcome of the call just run,
-        when nothing else waits for this worker (no shared job queued, none handed
-        to it, no transaction pinning it). The caller's next call, made as that
+        when nothing else waits for this worker (``execute`` saw no shared job queued;
+        none handed to it, no transaction pinning it). The caller's next call, made as that
         outcome arrives (a callback, the next line after an ``await``), then finds
         this worker on top of the idle stack: sequential calls stay on one worker and
         one connection every time, not only when this thread wins the race to
         register before the caller's next call (adbapi applications that use what an
-        earlier call left on the session, docs/adbapi.md)."""
-        if not self._later and self.inbox.empty() and self._queue.empty() \
-                and self.session.tx_queue is None:
+        earlier call left on the session, docs/adbapi.md). Only the drop-in's
+        calls do this: adb's own Database keeps its hand-back as it was (on the
+        gathered-call benchmark, going idle first cost its asyncio front 2.6% more
+        instructions per call)."""
+        if not self._later and self.inbox.empty() and self.session.tx_queue is None:
             self._dispatch.add_idle(self)
             self._listed = True
 
@@ -278,7 +280,7 @@ class Worker:
         if span is not None and telemetry is not None:
             telemetry.end(trace, span, ok, value)
         if future is not None:
-            if last:
+            if last and kind.sticky and self._queue.empty():
                 self.go_idle()
             self._handback(future, ok, value)
 
