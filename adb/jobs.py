@@ -79,6 +79,9 @@ class Kind(enum.Enum):
         self.pipelinable = pipelinable
         self.ends_transaction = ends_transaction
         self.statement = statement
+        #: its worker goes idle before handing back its outcome, so that the caller's
+        #: next call lands on it (the drop-in's calls: ``Worker.go_idle``)
+        self.sticky = label == "hosted"
 
 
 class Op(enum.Enum):
