@@ -40,6 +40,8 @@ ENV = "ADB_COMPILE"
 
 #: what the running build makes: "wheel", "editable", or None (setup.py run directly)
 _target: Optional[str] = None
+#: True while setuptools runs setup.py for the build's requirements, before mypyc is there
+_asking = False
 
 
 def mode() -> str:
@@ -89,7 +91,7 @@ def wants_compiling() -> bool:
 
 def ext_modules() -> list[Any]:
     """The extensions setup.py builds: the compiled modules, or none."""
-    if not wants_compiling():
+    if _asking or not wants_compiling():
         return []
     try:
         from mypyc.build import mypycify
@@ -105,19 +107,22 @@ def ext_modules() -> list[Any]:
     return list(mypycify([*options, *COMPILED], opt_level="3", group_name=GROUP))
 
 
-def _requires(target: str) -> list[str]:
-    global _target
-    _target = target
-    return [MYPYC] if wants_compiling() else []
+def _requires(target: str, setuptools_requires: Any, config_settings: Any) -> list[str]:
+    global _target, _asking
+    _target, _asking = target, True
+    try:
+        found: list[str] = setuptools_requires(config_settings)
+    finally:
+        _asking = False
+    return [*found, MYPYC] if wants_compiling() else found
 
 
 def get_requires_for_build_wheel(config_settings: Any = None) -> list[str]:
-    return [*_setuptools.get_requires_for_build_wheel(config_settings), *_requires("wheel")]
+    return _requires("wheel", _setuptools.get_requires_for_build_wheel, config_settings)
 
 
 def get_requires_for_build_editable(config_settings: Any = None) -> list[str]:
-    return [*_setuptools.get_requires_for_build_editable(config_settings),
-            *_requires("editable")]
+    return _requires("editable", _setuptools.get_requires_for_build_editable, config_settings)
 
 
 def build_wheel(wheel_directory: str, config_settings: Any = None,
