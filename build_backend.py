@@ -24,8 +24,9 @@ import sysconfig
 import tempfile
 from typing import Any, Optional
 
-from setuptools import build_meta as _setuptools
-from setuptools.build_meta import (  # noqa: F401  (the hooks this module passes through)
+# (setuptools before 71 ships no types)
+from setuptools import build_meta as _setuptools  # type: ignore[import-untyped, unused-ignore]
+from setuptools.build_meta import (  # type: ignore[import-untyped, unused-ignore]  # noqa: F401
     build_sdist, get_requires_for_build_sdist, prepare_metadata_for_build_editable,
     prepare_metadata_for_build_wheel)
 
@@ -59,7 +60,8 @@ def compiler_problem() -> Optional[str]:
     header = os.path.join(sysconfig.get_paths()["include"], "Python.h")
     if not os.path.exists(header):
         return f"no Python headers ({header} is missing: install the python3-dev package)"
-    from setuptools._distutils import ccompiler, errors, sysconfig as dsysconfig
+    from setuptools._distutils import (  # type: ignore[import-untyped, unused-ignore]
+        ccompiler, errors, sysconfig as dsysconfig)
     compiler: Any = ccompiler.new_compiler()
     dsysconfig.customize_compiler(compiler)
     with tempfile.TemporaryDirectory(prefix="adb-cc-") as tmp:
