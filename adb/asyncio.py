@@ -18,7 +18,7 @@ from .core import URL, BaseDatabase, frontend_doc
 from .options import EMBEDDED
 from .errors import InterfaceError
 from .frontend import LoopFrontEnd, Waiting
-from .handback import BatchedHandback, Handback
+from .handback import FutureHandback, Handback
 from .listener import Listener
 from .stream import Stream
 from . import transaction as _transaction
@@ -172,29 +172,6 @@ class AsyncioFrontEnd(LoopFrontEnd["asyncio.Future[Any]"]):
 
     def on_new_loop(self, fn: Callable[[], None]) -> None:
         self._moved.append(weakref.WeakMethod(fn))
-
-
-class FutureHandback(BatchedHandback):
-    """The hand-back of asyncio futures: a drain settles each one in its own loop,
-    as ``AsyncioFrontEnd.settle`` would, without a call per result."""
-
-    def _settle_each(self) -> int:
-        popleft = self._pending.popleft
-        count = 0
-        while True:
-            try:
-                future, ok, value = popleft()
-            except IndexError:
-                return count
-            count += 1
-            if not future.done():  # cancelled or timed out meanwhile
-                try:
-                    if ok:
-                        future.set_result(value)
-                    else:
-                        future.set_exception(value)
-                except RuntimeError:  # its loop is closed: nobody is left to read it
-                    pass
 
 
 def _unbound() -> asyncio.Future[Any]:

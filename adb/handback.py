@@ -225,4 +225,40 @@ class DirectHandback:
     def stop(self) -> None:
         """Nothing is ever pending here."""
 
-    restart = stop
+    def restart(self) -> None:
+        """Nothing is ever pending here (a method of its own, not an alias of ``stop``:
+        a compiled class body holds no aliases)."""
+
+
+class FutureHandback(BatchedHandback):
+    """The hand-back of asyncio futures: a drain settles each one in its own loop,
+    as ``adb.asyncio.AsyncioFrontEnd.settle`` would, without a call per result."""
+
+    def _settle_each(self) -> int:
+        popleft = self._pending.popleft
+        count = 0
+        while True:
+            try:
+                future, ok, value = popleft()
+            except IndexError:
+                return count
+            count += 1
+            if not future.done():  # cancelled or timed out meanwhile
+                try:
+                    if ok:
+                        future.set_result(value)
+                    else:
+                        future.set_exception(value)
+                except RuntimeError:  # its loop is closed: nobody is left to read it
+                    pass
+
+
+class WaiterHandback(DirectHandback):
+    """The hand-back of Waiters: each outcome is put in its Waiter at once (worker
+    thread), as ``adb.sync.SyncFrontEnd.settle`` would, without a call per result."""
+
+    def __call__(self, future: Any, ok: bool, value: Any) -> None:
+        future.put((ok, value))
+        self.settled += 1  # a statistic: a lost increment between threads is harmless
+        if self._after is not None:
+            self._after()

@@ -14,7 +14,7 @@ from .args import SQL, Params
 from .core import URL, BaseDatabase, frontend_doc
 from .options import EMBEDDED
 from .frontend import BlockingFrontEnd
-from .handback import DirectHandback, Handback
+from .handback import Handback, WaiterHandback
 from .listener import SyncListener
 from .stream import SyncStream
 from . import transaction as _transaction
@@ -139,17 +139,6 @@ class SyncFrontEnd(BlockingFrontEnd[Waiter]):
     def handback(self, after: Optional[Callable[[], None]],
                  saturated: Callable[[], bool]) -> Handback:
         return WaiterHandback(self.settle, after)
-
-
-class WaiterHandback(DirectHandback):
-    """The hand-back of Waiters: each outcome is put in its Waiter at once (worker
-    thread), as ``SyncFrontEnd.settle`` would, without a call per result."""
-
-    def __call__(self, future: Any, ok: bool, value: Any) -> None:
-        future.put((ok, value))
-        self.settled += 1  # a statistic: a lost increment between threads is harmless
-        if self._after is not None:
-            self._after()
 
 
 class Database(BaseDatabase[Waiter]):
