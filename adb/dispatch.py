@@ -122,6 +122,13 @@ class Dispatch:
         """``worker`` is about to sleep on its inbox (its thread)."""
         self.idle.append(worker)
 
+    def add_cold(self, worker: Idle) -> None:
+        """``worker``, new to the pool, is about to sleep on its inbox (its thread): at
+        the bottom of the stack, below the workers that have served, so a worker that
+        finishes connecting late never takes a caller's next call from the one that
+        served its last (the drop-in's sequential calls, ``Worker.go_idle``)."""
+        self.idle.insert(0, worker)
+
     def remove_idle(self, worker: Idle) -> None:
         """``worker`` woke with a job of its own finding (its thread); a caller that
         took it meanwhile has put a job in its inbox, which waits there."""

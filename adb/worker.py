@@ -102,6 +102,7 @@ class Worker:
         self._queue = crew.dispatch.queue
         self._config = config
         self._telemetry = config.telemetry
+        self._cold = True  # it has not slept yet (``next_job``)
         self._busy = False
         self._current: Optional[RunningCall] = None  # the running call, for the watchdog
         self._completed = self._errors = 0
@@ -195,7 +196,11 @@ class Worker:
                         return source.get_nowait()
                     except Empty:  # another worker took it first
                         pass
-            self._dispatch.add_idle(self)
+            if self._cold:  # its first sleep: below the workers that have served
+                self._cold = False
+                self._dispatch.add_cold(self)
+            else:
+                self._dispatch.add_idle(self)
         job: Optional[Queued] = None
         if not self._queue.empty():  # tested first: no Empty raised per sleep
             try:
