@@ -45,9 +45,9 @@ from typing import Any, Awaitable, Callable, Coroutine, Iterator, Optional
 from .. import privateserver
 from ..faultproxy import FaultProxy
 from ..report import Field, Summary, save
-from ..systems import System
+from ..systems import FAULT_SYSTEMS, System
 from ..systems.common import Figures, Options
-from ..systems.fault_pools import OPENERS, Boom, FaultPool, Target, version_of
+from ..systems.fault_pools import Boom, FaultPool, Target
 from .base import Scenario, WrongResult
 
 #: the fault programs, in order: name and what it does
@@ -83,32 +83,8 @@ NOT_EXPRESSIBLE = {
 }
 
 
-class FaultSystem(System):
-    """A system of this scenario: its opener lives in ``systems.fault_pools``."""
-
-    def unavailable(self, kind: str, scenario: str = "faults") -> Optional[str]:
-        import importlib.util
-        if kind not in self.kinds:
-            return f"does not talk to {kind}"
-        for module in self.requires:
-            if importlib.util.find_spec(module) is None:
-                return f"{module} is not installed (pip install 'adb-async[bench]')"
-        return None
-
-
 SERVERS = ("postgresql", "mysql")
-ROSTER = {s.name: s for s in [
-    FaultSystem("adb-asyncio", "adb, asyncio front-end", SERVERS),
-    FaultSystem("adb-tornado", "adb, Tornado front-end", SERVERS, requires=("tornado",)),
-    FaultSystem("asyncpg", "asyncpg's pool", ("postgresql",), requires=("asyncpg",)),
-    FaultSystem("psycopg-pool", "psycopg_pool's AsyncConnectionPool (check=check_connection)",
-                ("postgresql",), requires=("psycopg_pool",)),
-    FaultSystem("aiomysql", "aiomysql's pool (autocommit)", ("mysql",), requires=("aiomysql",)),
-    FaultSystem("sqlalchemy", "SQLAlchemy's asyncio engine (pool_pre_ping; asyncpg / aiomysql)",
-                SERVERS, requires=("sqlalchemy", "greenlet")),
-    FaultSystem("adbapi", "Twisted's adbapi (cp_reconnect; psycopg2 / PyMySQL) on the "
-                "asyncio reactor", SERVERS, requires=("twisted",)),
-]}
+ROSTER = FAULT_SYSTEMS
 
 
 # -- the ledger: what every call said, checked against the server ----------------------
@@ -547,7 +523,7 @@ class Context:
     """What a child run knows: the request, and the proxy or private server it uses."""
 
     def __init__(self, request: dict[str, Any]) -> None:
-        self.system: str = request["system"]
+        self.system: System = FAULT_SYSTEMS[request["system"]]
         self.program: str = request["program"]
         self.kind: str = request["kind"]
         self.app: str = request["app"]
@@ -646,7 +622,7 @@ async def _sessions_left(admin: Admin, app: str, within: float = 3.0) -> int:
 def _figures(run: Run, context: Context, present: list[str], **found: Any) -> Figures:
     ledger = run.ledger
     rows = ledger.check(present)
-    return {"program": context.program, "version": version_of(context.system) or "?",
+    return {"program": context.program, "version": context.system.version() or "?",
             "calls": ledger.calls, "ok": len(ledger.ok), "maybe": len(ledger.maybe),
             "not_run": len(ledger.not_run), "unsettled": found["unsettled"],
             "twice_or_wrong": ledger.twice + ledger.wrong + rows["wrong_rows"],
@@ -658,7 +634,7 @@ def _figures(run: Run, context: Context, present: list[str], **found: Any) -> Fi
 
 async def on_one_loop(context: Context, table: str) -> Figures:
     """Open the pool, run the program, check everything."""
-    pool = await OPENERS[context.system](context.target())
+    pool = await context.system.open_pool(context.target())
     run = Run(pool, context.kind, table, context.options)
     _count_double_settles(run.ledger)
     recovery = await ON_ONE_LOOP[context.program](run, context)
@@ -673,7 +649,7 @@ def second_loop(context: Context, table: str) -> Figures:
     calls = max(5, min(50, context.options.get("fault_calls") or 50))
 
     async def first() -> None:
-        pool = await OPENERS[context.system](context.target())
+        pool = await context.system.open_pool(context.target())
         run = holder["run"] = Run(pool, context.kind, table, context.options)
         for _ in range(5):
             await run.insert("f", timeout=5.0, background=True)
@@ -749,7 +725,7 @@ def run_child(request: dict[str, Any]) -> Figures:
     try:
         if context.program == "second-loop":
             return second_loop(context, table)
-        if context.system == "adbapi":
+        if context.system.world_for(context.kind).startswith("twisted"):
             return on_reactor(lambda: on_one_loop(context, table))
         figures: Figures = run_loop(on_one_loop(context, table))
         return figures
@@ -903,7 +879,7 @@ def plot(path: str, summary: Summary, title: str, options: Options) -> None:
 
 def tools() -> dict[str, Any]:
     """The version of every system's library."""
-    return {name: version_of(name) for name in ROSTER}
+    return {name: system.version() for name, system in ROSTER.items()}
 
 
 SCENARIO = Scenario(
