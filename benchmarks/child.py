@@ -1,18 +1,22 @@
 """One run of one system, in a fresh process: ``python -m benchmarks.child SPEC``.
 
 SPEC is JSON (system, scenario, url, rows, pool_size, options). Prints one JSON
-line: the system's figures plus this process's peak RSS and CPU. A fresh process
-per run keeps reactors restartable and memory figures honest.
+line: the system's figures plus this process's peak RSS and CPU (a scenario that
+``drive``s the system reports only its own), then ends at once, so that threads a
+broken pool left hanging cannot keep it alive. A fresh process per run keeps
+reactors restartable and memory figures honest.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import resource
 import sys
 
 from .scenarios import scenario_for
-from .systems import MONGO_SYSTEMS, SYSTEMS, System
+from .scenarios.base import Scenario
+from .systems import System
 from .systems.common import Figures, RunSpec
 from .worlds import GeventWorld, world
 
@@ -20,6 +24,8 @@ from .worlds import GeventWorld, world
 def run_system(system: System, spec: RunSpec) -> Figures:
     """Run ``spec.scenario`` on ``system`` in this process; return its figures."""
     scenario = scenario_for(spec.scenario, spec.kind)
+    if scenario.drive is not None:
+        return scenario.drive(system, spec)
     runner = system.runners.get(spec.scenario)
     if runner is not None:
         return runner(spec, scenario.table or "")
@@ -34,9 +40,12 @@ def run_system(system: System, spec: RunSpec) -> Figures:
     return place.run(main)
 
 
-def _system(name: str, spec: RunSpec) -> System:
-    """The system called ``name``: a MongoDB client on a mongodb:// URL, else a SQL one."""
-    return (MONGO_SYSTEMS if spec.kind == "mongodb" else SYSTEMS)[name]
+def _system(name: str, scenario: Scenario) -> System:
+    """The system called ``name`` in the scenario's roster."""
+    system = scenario.roster[name]
+    if not isinstance(system, System):
+        raise ValueError(f"{name} is launched from the parent, not run in a child")
+    return system
 
 
 def process_figures(rows: int) -> Figures:
@@ -60,15 +69,20 @@ def main(argv: list[str]) -> int:
     request = json.loads(argv[0])
     name = request.pop("system")
     spec = RunSpec(**request)
-    system = _system(name, spec)
+    scenario = scenario_for(spec.scenario, spec.kind)
+    system = _system(name, scenario)
     if system.world_for(spec.kind) == "gevent":  # before the scenario opens any driver
         GeventWorld.patch(spec.driver)
     result = run_system(system, spec)
-    for key, value in process_figures(spec.rows).items():
-        result.setdefault(key, value)  # the C clients report their own peak RSS
+    if scenario.drive is None:
+        for key, value in process_figures(spec.rows).items():
+            result.setdefault(key, value)  # the C clients report their own peak RSS
     print(json.dumps(result))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    status = main(sys.argv[1:])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)

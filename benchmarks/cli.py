@@ -424,7 +424,7 @@ def _variant_unavailable(scenario: Scenario, system: Entrant, kind: str,
 
 def _setting(scenario: Scenario, args: argparse.Namespace) -> str:
     """What this run was, in one line: its size, or the scenario's own options."""
-    if scenario.launch is not None:
+    if scenario.run is None:  # launched or driven: its options say what it was
         return ", ".join(f"{k} {v}" for k, v in args.options.items()) + \
             f", pool {_pools(args)}, {args.repeat} round(s)"
     return f"{args.rows:,} {scenario.rows_are}, pool {_pools(args)}, {args.repeat} round(s)"

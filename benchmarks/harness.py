@@ -8,6 +8,7 @@ an error, never as a figure.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import statistics
@@ -65,9 +66,10 @@ def run_once(system: str, scenario: Scenario, url: str, rows: int, pool_size: in
              options: Optional[Options] = None) -> Outcome:
     """Prepare, run ``system``, verify. Returns a Run's fields (ok, figures, error).
 
-    The run happens in a child process (``benchmarks.child``), unless the scenario
-    drives it from here with ``launch`` (the web scenarios: a server process group
-    and a load tool); either way a wrong result is an error, never a figure.
+    The run happens in a child process (``benchmarks.child``), inside what the
+    scenario ``arrange``s for it, unless the scenario drives it from here with
+    ``launch`` (the web scenarios: a server process group and a load tool);
+    either way a wrong result is an error, never a figure.
     """
     options = options or {}
     scenario.prepare(url, rows)
@@ -75,10 +77,17 @@ def run_once(system: str, scenario: Scenario, url: str, rows: int, pool_size: in
         try:
             figures = scenario.launch(system, url, pool_size, options, progress)
         except Exception as exc:  # the server or the load tool failed: an error row
-            return False, {}, f"{type(exc).__name__}: {str(exc).strip()[-300:]}"
+            return False, {}, _failure(exc)
     else:
-        ok, figures, error = _in_child(system, scenario, url, rows, pool_size, timeout, progress,
-                                       options)
+        with contextlib.ExitStack() as arranged:
+            try:
+                child_options = arranged.enter_context(scenario.arrange(system, url, options))
+            except Exception as exc:  # the run's own arrangement failed: an error row
+                return False, {}, _failure(exc)
+            if scenario.run_timeout is not None:
+                timeout = scenario.run_timeout(options)
+            ok, figures, error = _in_child(system, scenario, url, rows, pool_size, timeout,
+                                           progress, child_options)
         if not ok:
             return ok, figures, error
     try:
@@ -86,6 +95,11 @@ def run_once(system: str, scenario: Scenario, url: str, rows: int, pool_size: in
     except WrongResult as exc:
         return False, figures, f"wrong result: {exc}"
     return True, figures, ""
+
+
+def _failure(exc: Exception) -> str:
+    """An exception as an error row says it."""
+    return f"{type(exc).__name__}: {str(exc).strip()[-300:]}"
 
 
 def _in_child(system: str, scenario: Scenario, url: str, rows: int, pool_size: int,

@@ -315,6 +315,52 @@ def install_asyncio_reactor() -> None:
     asyncioreactor.install(loop)
 
 
+def run_loop(main: Awaitable[T]) -> T:
+    """``asyncio.run`` that gives up on tasks a broken pool left hanging: they are
+    cancelled and waited for 5 s at most, then the loop is closed anyway."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        return loop.run_until_complete(main)
+    finally:
+        left = asyncio.all_tasks(loop)
+        for task in left:
+            task.cancel()
+        if left:
+            loop.run_until_complete(asyncio.wait(left, timeout=5))
+        loop.close()
+
+
+def on_asyncio_reactor(body: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """``body()`` on Twisted's asyncio reactor, installed here: for a coroutine
+    written for asyncio over a pool that needs the reactor running (adbapi's, in
+    the faults scenario); what it raises is raised here."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    from twisted.internet import asyncioreactor
+    asyncioreactor.install(loop)
+    from twisted.internet import defer
+    from twisted.python.failure import Failure
+    reactor = the_reactor()
+    outcome: dict[str, Any] = {}
+
+    def start() -> None:
+        deferred: defer.Deferred[T] = defer.Deferred.fromFuture(loop.create_task(body()))
+
+        def done(result: Any) -> None:
+            outcome["result"] = result
+            reactor.stop()
+        deferred.addBoth(done)
+    reactor.callWhenRunning(start)
+    reactor.run()
+    if "result" not in outcome:
+        raise RuntimeError("the reactor stopped before the run ended")
+    result = outcome["result"]
+    if isinstance(result, Failure):
+        result.raiseException()
+    return cast(T, result)
+
+
 def world(name: str, threads: int) -> World:
     """The world called ``name`` (``asyncio``, ``tornado``, ``twisted``,
     ``twisted-asyncio``, ``blocking``, ``gevent``); ``threads`` is the blocking

@@ -3,7 +3,7 @@
 Each module declares ``SCENARIO``, a ``Scenario`` record (``benchmarks/scenarios/
 base.py`` lists every field a scenario may set, with its default): its name and
 seed, ``prepare``, ``run`` (or ``launch``, for a scenario that loads a server from
-the parent), ``verify``, its report fields, and what it changes of a run's
+the parent; or ``drive``, for one that breaks the system itself), ``verify``, its report fields, and what it changes of a run's
 defaults, options, variants and roster. The registry below is the only list of
 them: a new scenario is its module and one line here (and its section in
 docs/benchmarks.md and a test); no system needs a change.

@@ -9,8 +9,9 @@ and one line in the registry (``benchmarks/scenarios/__init__.py``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
-from typing import Any, Awaitable, Callable, Mapping, Optional
+from typing import Any, Awaitable, Callable, ContextManager, Iterator, Mapping, Optional
 
 from ..report import Field, Summary
 from ..systems import ALL, SYSTEMS, Entrant, System
@@ -47,6 +48,12 @@ def nothing_missing() -> Optional[str]:
     return None
 
 
+@contextlib.contextmanager
+def nothing_to_arrange(system: str, url: str, options: Options) -> Iterator[Options]:
+    """The default: the child gets the run's options as they are."""
+    yield options
+
+
 def _sql_systems() -> Mapping[str, Entrant]:
     return SYSTEMS
 
@@ -60,7 +67,10 @@ class Scenario:
     in the system's world; it returns the run's figures. A scenario that is not a
     client workload (the web scenarios load a server with a tool) gives
     ``launch(name, url, pool_size, options, progress)`` instead, run in the parent
-    for each server of its own ``roster``. Either way ``prepare(url, rows)`` runs
+    for each server of its own ``roster``. A scenario that breaks the system
+    rather than running calls over it (faults) gives ``drive(system, spec)``,
+    run in the child like ``run``, with ``arrange`` around the child in the
+    parent. Either way ``prepare(url, rows)`` runs
     before each run and ``verify(url, rows, figures)`` after it, raising
     ``WrongResult``, which makes the run an error, never a figure.
     """
@@ -73,6 +83,15 @@ class Scenario:
     verify: Callable[[str, int, Optional[Figures]], None]
     run: Optional[Callable[[Any, RunSpec], Awaitable[Figures]]] = None
     launch: Optional[Callable[[str, str, int, Options, Optional[Progress]], Figures]] = None
+    #: instead of ``run``: the run in the child, given the system itself (faults:
+    #: opens its pool with ``System.open_pool``, breaks it, checks it); its figures
+    #: are all its own (no process figures are added)
+    drive: Optional[Callable[[System, RunSpec], Figures]] = None
+    #: in the parent, around each child run: ``arrange(system, url, options)``
+    #: yields the options the child gets (faults: the run's user on the server)
+    arrange: Callable[[str, str, Options], ContextManager[Options]] = nothing_to_arrange
+    #: seconds a child run may take, from its options (None: ``--timeout``)
+    run_timeout: Optional[Callable[[Options], float]] = None
     #: the table whose row count the progress bar follows (None: the scenario's
     #: ``progress_total`` steps, reported by ``launch``)
     table: Optional[str] = None

@@ -3,9 +3,11 @@
 Six fault programs (``PROGRAMS``), each bounded by ``--fault_seconds`` and
 ``--fault_calls``, run against each system of ``ROSTER`` (adb on asyncio and on
 Tornado, asyncpg's pool, psycopg_pool, aiomysql's pool, SQLAlchemy's asyncio
-engine, Twisted's adbapi) in a fresh process each (``python -m
-benchmarks.scenarios.faults REQUEST``). Every run counts, checked against the
-server rather than taken from the client:
+engine, Twisted's adbapi: ``systems.FAULT_SYSTEMS``), by the harness like every
+scenario: a fresh child process per run, in which ``drive`` opens the system's
+pool, runs the program over it and checks it; around the child the parent
+``arrange``s the run's name on the server and its private server. Every run
+counts, checked against the server rather than taken from the client:
 
 - calls that never settled (still pending ``--settle_seconds`` after the program);
 - calls settled twice or with a wrong result (an echo that came back with another
@@ -30,24 +32,23 @@ from __future__ import annotations
 import argparse
 import asyncio
 import atexit
-import collections
 import contextlib
-import json
 import random
-import subprocess
-import sys
 import threading
 import time
 import uuid
 from urllib.parse import urlsplit, urlunsplit
-from typing import Any, Awaitable, Callable, Coroutine, Iterator, Optional
+from typing import Any, Awaitable, Callable, Iterator, Optional
 
 from .. import privateserver
+from ..faultledger import Run, cancelling, count_double_settles
 from ..faultproxy import FaultProxy
 from ..report import Field, Summary, save
-from ..systems import System
-from ..systems.common import Figures, Options
-from ..systems.fault_pools import OPENERS, Boom, FaultPool, Target, version_of
+from ..serverside import Admin
+from ..systems import FAULT_SYSTEMS, System
+from ..systems.common import Figures, Options, RunSpec
+from ..systems.fault_pools import Boom, Target
+from ..worlds import on_asyncio_reactor, run_loop
 from .base import Scenario, WrongResult
 
 #: the fault programs, in order: name and what it does
@@ -83,236 +84,8 @@ NOT_EXPRESSIBLE = {
 }
 
 
-class FaultSystem(System):
-    """A system of this scenario: its opener lives in ``systems.fault_pools``."""
-
-    def unavailable(self, kind: str, scenario: str = "faults") -> Optional[str]:
-        import importlib.util
-        if kind not in self.kinds:
-            return f"does not talk to {kind}"
-        for module in self.requires:
-            if importlib.util.find_spec(module) is None:
-                return f"{module} is not installed (pip install 'adb-async[bench]')"
-        return None
-
-
 SERVERS = ("postgresql", "mysql")
-ROSTER = {s.name: s for s in [
-    FaultSystem("adb-asyncio", "adb, asyncio front-end", SERVERS),
-    FaultSystem("adb-tornado", "adb, Tornado front-end", SERVERS, requires=("tornado",)),
-    FaultSystem("asyncpg", "asyncpg's pool", ("postgresql",), requires=("asyncpg",)),
-    FaultSystem("psycopg-pool", "psycopg_pool's AsyncConnectionPool (check=check_connection)",
-                ("postgresql",), requires=("psycopg_pool",)),
-    FaultSystem("aiomysql", "aiomysql's pool (autocommit)", ("mysql",), requires=("aiomysql",)),
-    FaultSystem("sqlalchemy", "SQLAlchemy's asyncio engine (pool_pre_ping; asyncpg / aiomysql)",
-                SERVERS, requires=("sqlalchemy", "greenlet")),
-    FaultSystem("adbapi", "Twisted's adbapi (cp_reconnect; psycopg2 / PyMySQL) on the "
-                "asyncio reactor", SERVERS, requires=("twisted",)),
-]}
-
-
-# -- the ledger: what every call said, checked against the server ----------------------
-
-
-class Ledger:
-    """Outcomes of one run's calls: tokens reported written, not run, or maybe run;
-    transactions (their tokens all present or all absent); echoes and failures."""
-
-    def __init__(self) -> None:
-        self.ok: set[str] = set()
-        self.not_run: set[str] = set()
-        self.maybe: set[str] = set()
-        self.transactions: list[tuple[list[str], bool]] = []  # (tokens, committed)
-        self.rolled_back: set[str] = set()  # tokens of blocks that raised (must be absent)
-        self.calls = self.wrong = self.poisoned = self.refused = self.twice = 0
-        self.errors: collections.Counter[str] = collections.Counter()
-        self.pending: set[asyncio.Future[Any]] = set()
-
-    def failed(self, token: Optional[str], exc: BaseException) -> None:
-        """A call that raised: its token did not run (adb's may_have_run False) or may have."""
-        self.errors[type(exc).__name__] += 1
-        if token is not None:
-            (self.not_run if getattr(exc, "may_have_run", True) is False else self.maybe).add(token)
-
-    def check(self, present: list[str]) -> dict[str, int]:
-        """Lost, doubled and wrong rows, from the tokens found in the table."""
-        counts = collections.Counter(present)
-        doubled = sum(1 for n in counts.values() if n > 1)
-        lost = len(self.ok - set(counts))
-        wrong = len((self.not_run | self.rolled_back) & set(counts))
-        for tokens, committed in self.transactions:
-            found = [t in counts for t in tokens]
-            if any(found) and not all(found):
-                wrong += 1  # half a transaction
-            elif committed and not all(found):
-                lost += len(tokens)
-        return {"lost": lost, "doubled": doubled, "wrong_rows": wrong}
-
-
-class Run:
-    """One program's run of one pool: its SQL, its ledger, and the server-side checks."""
-
-    def __init__(self, pool: FaultPool, kind: str, table: str, options: Options) -> None:
-        self.pool, self.kind, self.table, self.options = pool, kind, table, options
-        self.ledger = Ledger()
-        self.seconds = float(options.get("fault_seconds") or 2.0)
-        self.max_calls = int(options.get("fault_calls") or 1000)
-        self.serials = iter(range(10**9))
-        self.served = True  # False: this loop is one the pool never served (program 5)
-
-    # -- SQL ---------------------------------------------------------------------------
-    def insert_sql(self) -> str:
-        return f"insert into {self.table} (token, n) values (%s, %s)"
-
-    def slow_insert_sql(self) -> str:
-        if self.kind == "postgresql":
-            return f"insert into {self.table} (token, n) select %s, 1 from pg_sleep(%s)"
-        return f"insert into {self.table} (token, n) select %s, sleep(%s)"
-
-    def echo_sql(self) -> str:
-        return "select cast(%s as text)" if self.kind == "postgresql" else "select cast(%s as char)"
-
-    def fault(self, background: bool) -> None:
-        """A failed call: poison where it should have been served (``background``),
-        or, where this loop was never served at all (program 5), a refusal."""
-        if background and self.served:
-            self.ledger.poisoned += 1
-        elif background:
-            self.ledger.refused += 1
-
-    def token(self, prefix: str) -> str:
-        return f"{prefix}{next(self.serials)}"
-
-    # -- calls -------------------------------------------------------------------------
-    def spawn(self, coroutine: Awaitable[Any]) -> asyncio.Future[Any]:
-        """A call as a task the ledger watches until it settles."""
-        task = asyncio.ensure_future(coroutine)
-        self.ledger.pending.add(task)
-        task.add_done_callback(self.ledger.pending.discard)
-        return task
-
-    async def bounded(self, call: Awaitable[Any], timeout: Optional[float]) -> Any:
-        """``call``'s result; past ``timeout`` the caller gives up (TimeoutError) and
-        the call is cancelled, left for ``settle`` to count if it never ends (unlike
-        ``wait_for``, which would wait for a cancellation that never completes)."""
-        if timeout is None:
-            return await call
-        task = self.spawn(call)
-        done, _ = await asyncio.wait({task}, timeout=timeout)
-        if not done:
-            task.cancel()
-            raise asyncio.TimeoutError()
-        return task.result()
-
-    async def insert(self, prefix: str, timeout: Optional[float] = None,
-                     background: bool = False) -> bool:
-        """One token insert (under ``wait_for`` when ``timeout``); True if it succeeded.
-        ``background``: a caller that should never fail (its failure poisons)."""
-        token = self.token(prefix)
-        self.ledger.calls += 1
-        try:
-            await self.bounded(self.pool.execute(self.insert_sql(), (token, 0)), timeout)
-        except (Exception, asyncio.CancelledError) as exc:
-            if isinstance(exc, asyncio.CancelledError) and _cancelling():
-                self.ledger.maybe.add(token)
-                raise
-            self.ledger.failed(token, exc)
-            self.fault(background)
-            return False
-        self.ledger.ok.add(token)
-        return True
-
-    async def echo(self, timeout: Optional[float] = None, background: bool = False) -> bool:
-        """``select 'value'``: another value back is a wrong result."""
-        value = self.token("e")
-        self.ledger.calls += 1
-        try:
-            rows = await self.bounded(self.pool.fetch(self.echo_sql(), (value,)), timeout)
-        except (Exception, asyncio.CancelledError) as exc:
-            if isinstance(exc, asyncio.CancelledError) and _cancelling():
-                raise
-            self.ledger.failed(None, exc)
-            self.fault(background)
-            return False
-        if rows != [(value,)]:
-            self.ledger.wrong += 1
-            self.fault(background)
-            return False
-        return True
-
-    async def transaction(self, prefix: str, steps: int, slow: float = 0.0, gap: float = 0.0,
-                          fail: bool = False) -> Optional[BaseException]:
-        """A transaction of ``steps`` token inserts (the last one sleeping ``slow``
-        seconds on the server); recorded committed, or all-or-nothing."""
-        tokens = [self.token(prefix) for _ in range(steps)]
-        sql: list[tuple[str, tuple[Any, ...]]] = [(self.insert_sql(), (t, 0)) for t in tokens]
-        if slow:
-            sql[-1] = (self.slow_insert_sql(), (tokens[-1], slow))
-        self.ledger.calls += 1
-        try:
-            await self.pool.transaction(sql, gap, fail)
-        except (Exception, asyncio.CancelledError) as exc:
-            if isinstance(exc, Boom):
-                self.ledger.rolled_back.update(tokens)
-            else:
-                self.ledger.errors[type(exc).__name__] += 1
-                self.ledger.transactions.append((tokens, False))
-            return exc
-        self.ledger.transactions.append((tokens, True))
-        return None
-
-    async def released_open(self, prefix: str) -> Optional[BaseException]:
-        """A token insert after an explicit BEGIN, ``Boom`` raised with the
-        transaction open (``FaultPool.release_open``): the token must never appear."""
-        token = self.token(prefix)
-        self.ledger.calls += 1
-        try:
-            await self.pool.release_open([(self.insert_sql(), (token, 0))])
-        except (Exception, asyncio.CancelledError) as exc:
-            if isinstance(exc, Boom):
-                self.ledger.rolled_back.add(token)
-            else:
-                self.ledger.failed(token, exc)
-            return exc
-        return None
-
-    # -- after the fault ---------------------------------------------------------------
-    async def recovery(self, within: float = 10.0) -> float:
-        """Seconds until five echoes in a row succeed (``within`` if they never do,
-        which poisons)."""
-        start = time.monotonic()
-        streak = 0
-        while streak < 5:
-            if time.monotonic() - start > within:
-                self.fault(True)
-                return within
-            ok = await self.echo(timeout=2.0)
-            streak = streak + 1 if ok else 0
-            if not ok:
-                await asyncio.sleep(0.05)
-        return time.monotonic() - start
-
-    async def probes(self, count: int = 10) -> None:
-        """The next callers, once the pool serves again: each must succeed."""
-        async def one() -> None:
-            await self.insert("p", timeout=5.0, background=True)
-            await self.echo(timeout=5.0, background=True)
-        await asyncio.gather(*(one() for _ in range(count)))
-
-    async def settle(self, within: float) -> int:
-        """Wait up to ``within`` s for every call; the number still pending."""
-        pending = set(self.ledger.pending)
-        if pending:
-            _, pending = await asyncio.wait(pending, timeout=within)
-        for task in pending:
-            task.cancel()
-        return len(pending)
-
-
-def _cancelling() -> bool:
-    """Whether the running task itself is being cancelled (not a call under wait_for)."""
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0 if hasattr(task, "cancelling") else False
+ROSTER = FAULT_SYSTEMS
 
 
 async def _until(seconds: float, body: Callable[[], Awaitable[Any]], run: Run) -> None:
@@ -363,7 +136,7 @@ async def cancel_storm(run: Run, context: "Context") -> float:
                                            timeout)
                     run.ledger.ok.add(token)
                 except (Exception, asyncio.CancelledError) as exc:
-                    if isinstance(exc, asyncio.CancelledError) and _cancelling():
+                    if isinstance(exc, asyncio.CancelledError) and cancelling():
                         raise
                     run.ledger.failed(token, exc)
         finally:
@@ -478,86 +251,22 @@ ON_ONE_LOOP: dict[str, Callable[[Run, "Context"], Awaitable[float]]] = {
 }
 
 
-# -- the server side: sessions, transactions and rows, seen from a connection of its own --
-
-
-class Admin:
-    """A plain driver connection to the server (never through the proxy), as root:
-    it counts, kills and reads only the sessions and rows of one run."""
-
-    def __init__(self, url: str) -> None:
-        target = Target.of(url, "", 1)
-        self.kind = target.kind
-        if self.kind == "postgresql":
-            import psycopg2
-            self.conn: Any = psycopg2.connect(host=target.host, port=target.port,
-                                              user=target.user, dbname=target.database,
-                                              password=target.password or None)
-            self.conn.autocommit = True
-        else:
-            import pymysql
-            self.conn = pymysql.connect(host=target.host, port=target.port, user=target.user,
-                                        password=target.password, database=target.database,
-                                        autocommit=True)
-
-    def rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        cur = self.conn.cursor()
-        cur.execute(sql, params)
-        found = list(cur.fetchall()) if cur.description else []
-        cur.close()
-        return found
-
-    def _own(self) -> str:
-        """The condition that picks one run's sessions (its application_name or user)."""
-        if self.kind == "postgresql":
-            return "application_name = %s and pid <> pg_backend_pid()"
-        return "user = %s and id <> connection_id()"
-
-    def sessions(self, app: str) -> int:
-        view = "pg_stat_activity" if self.kind == "postgresql" else "information_schema.processlist"
-        return int(self.rows(f"select count(*) from {view} where {self._own()}", (app,))[0][0])
-
-    def open_transactions(self, app: str) -> int:
-        if self.kind == "postgresql":
-            sql = (f"select count(*) from pg_stat_activity where {self._own()} "
-                   "and state like 'idle in transaction%%'")
-        else:
-            sql = ("select count(*) from information_schema.innodb_trx t join "
-                   "information_schema.processlist p on p.id = t.trx_mysql_thread_id "
-                   "where p.user = %s and p.command = 'Sleep'")
-        return int(self.rows(sql, (app,))[0][0])
-
-    def kill(self, app: str) -> int:
-        """Kill every session of the run (and only those); how many."""
-        if self.kind == "postgresql":
-            return len(self.rows("select pg_terminate_backend(pid) from pg_stat_activity "
-                                 f"where {self._own()}", (app,)))
-        ids = [r[0] for r in self.rows(
-            f"select id from information_schema.processlist where {self._own()}", (app,))]
-        for thread_id in ids:
-            with contextlib.suppress(Exception):  # gone meanwhile
-                self.rows("kill connection %s", (thread_id,))
-        return len(ids)
-
-    def close(self) -> None:
-        self.conn.close()
-
-
 class Context:
-    """What a child run knows: the request, and the proxy or private server it uses."""
+    """What a child run knows: its system and spec, the options ``arrange`` added
+    (the run's name on the server, the URLs, the private server), and the proxy."""
 
-    def __init__(self, request: dict[str, Any]) -> None:
-        self.system: str = request["system"]
-        self.program: str = request["program"]
-        self.kind: str = request["kind"]
-        self.app: str = request["app"]
-        self.pool_size: int = request["pool_size"]
-        self.options: Options = request["options"]
+    def __init__(self, system: System, spec: RunSpec) -> None:
+        self.system = system
+        self.options: Options = spec.options
+        self.program: str = self.options["program"]
+        self.kind: str = spec.kind
+        self.app: str = self.options["app"]
+        self.pool_size: int = spec.pool_size
         self.settle_seconds = float(self.options.get("settle_seconds") or 10.0)
-        self.admin_url: str = request["admin_url"]
-        self.pool_url: str = request["pool_url"]
-        self.private = (privateserver.Private(**request["private"])
-                        if request.get("private") else None)
+        self.admin_url: str = self.options["admin_url"]
+        self.pool_url: str = self.options["pool_url"]
+        self.private = (privateserver.Private(**self.options["private"])
+                        if self.options.get("private") else None)
         self.proxy: Optional[FaultProxy] = None
         if self.program == "half-open":
             target = Target.of(self.pool_url, self.app, 1)
@@ -581,36 +290,6 @@ def with_address(url: str, host: str, port: int) -> str:
     parts = urlsplit(url)
     auth = parts.netloc.rsplit("@", 1)[0] + "@" if "@" in parts.netloc else ""
     return urlunsplit(parts._replace(netloc=f"{auth}{host}:{port}"))
-
-
-def run_loop(main: Awaitable[Any]) -> Any:
-    """``asyncio.run`` that gives up on tasks a broken pool left hanging: they are
-    cancelled and waited for 5 s at most, then the loop is closed anyway."""
-    loop = asyncio.new_event_loop()
-    asyncio.set_event_loop(loop)
-    try:
-        return loop.run_until_complete(main)
-    finally:
-        left = asyncio.all_tasks(loop)
-        for task in left:
-            task.cancel()
-        if left:
-            loop.run_until_complete(asyncio.wait(left, timeout=5))
-        loop.close()
-
-
-def _count_double_settles(ledger: Ledger) -> None:
-    """Count, on the running loop, every 'settled twice' the loop reports."""
-    loop = asyncio.get_running_loop()
-    previous = loop.get_exception_handler()
-
-    def handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
-        exc = context.get("exception")
-        if type(exc).__name__ in ("InvalidStateError", "AlreadyCalledError"):
-            ledger.twice += 1
-        elif previous is not None:
-            previous(loop, context)
-    loop.set_exception_handler(handler)
 
 
 async def _finish(run: Run, context: Context, recovery: float) -> Figures:
@@ -646,7 +325,7 @@ async def _sessions_left(admin: Admin, app: str, within: float = 3.0) -> int:
 def _figures(run: Run, context: Context, present: list[str], **found: Any) -> Figures:
     ledger = run.ledger
     rows = ledger.check(present)
-    return {"program": context.program, "version": version_of(context.system) or "?",
+    return {"program": context.program, "version": context.system.version() or "?",
             "calls": ledger.calls, "ok": len(ledger.ok), "maybe": len(ledger.maybe),
             "not_run": len(ledger.not_run), "unsettled": found["unsettled"],
             "twice_or_wrong": ledger.twice + ledger.wrong + rows["wrong_rows"],
@@ -658,9 +337,9 @@ def _figures(run: Run, context: Context, present: list[str], **found: Any) -> Fi
 
 async def on_one_loop(context: Context, table: str) -> Figures:
     """Open the pool, run the program, check everything."""
-    pool = await OPENERS[context.system](context.target())
+    pool = await context.system.open_pool(context.target())
     run = Run(pool, context.kind, table, context.options)
-    _count_double_settles(run.ledger)
+    count_double_settles(run.ledger)
     recovery = await ON_ONE_LOOP[context.program](run, context)
     return await _finish(run, context, recovery)
 
@@ -673,7 +352,7 @@ def second_loop(context: Context, table: str) -> Figures:
     calls = max(5, min(50, context.options.get("fault_calls") or 50))
 
     async def first() -> None:
-        pool = await OPENERS[context.system](context.target())
+        pool = await context.system.open_pool(context.target())
         run = holder["run"] = Run(pool, context.kind, table, context.options)
         for _ in range(5):
             await run.insert("f", timeout=5.0, background=True)
@@ -693,7 +372,7 @@ def second_loop(context: Context, table: str) -> Figures:
 
     async def second() -> Figures:
         run = holder["run"]
-        _count_double_settles(run.ledger)
+        count_double_settles(run.ledger)
         await foreign(run, "r")  # the loop replaced
         # a pool that never served this loop is refusing it, not poisoning its callers
         run.served = run.ledger.refused < 2 * calls
@@ -714,56 +393,30 @@ def second_loop(context: Context, table: str) -> Figures:
     return figures
 
 
-def on_reactor(body: Callable[[], Coroutine[Any, Any, Figures]]) -> Figures:
-    """``body()`` on Twisted's asyncio reactor, which adbapi's pool needs running."""
-    loop = asyncio.new_event_loop()
-    asyncio.set_event_loop(loop)
-    from twisted.internet import asyncioreactor
-    asyncioreactor.install(loop)
-    from twisted.internet import defer
-    from twisted.internet import reactor as installed
-    reactor: Any = installed
-    outcome: dict[str, Any] = {}
-
-    def start() -> None:
-        deferred: defer.Deferred[Figures] = defer.Deferred.fromFuture(loop.create_task(body()))
-
-        def done(result: Any) -> None:
-            outcome["result"] = result
-            reactor.stop()
-        deferred.addBoth(done)
-    reactor.callWhenRunning(start)
-    reactor.run()
-    result = outcome.get("result")
-    if not isinstance(result, dict):
-        raise getattr(result, "value", RuntimeError(f"the run ended with {result!r}"))
-    return result
-
-
-def run_child(request: dict[str, Any]) -> Figures:
-    """One (system, program, server) run, in this fresh process."""
-    context = Context(request)
+def drive(system: System, spec: RunSpec) -> Figures:
+    """One (system, program, server) run, in the harness's fresh child process."""
+    context = Context(system, spec)
+    reason = NOT_EXPRESSIBLE.get((system.name, context.program))
+    if reason:
+        return {"program": context.program, "na": reason}
     table = "adb_faults_" + uuid.uuid4().hex[:10]
     with context.admin() as admin:
         admin.rows(f"create table {table} (token varchar(60), n int)")
     try:
         if context.program == "second-loop":
             return second_loop(context, table)
-        if context.system == "adbapi":
-            return on_reactor(lambda: on_one_loop(context, table))
-        figures: Figures = run_loop(on_one_loop(context, table))
-        return figures
+        if system.world_for(context.kind).startswith("twisted"):
+            return on_asyncio_reactor(lambda: on_one_loop(context, table))
+        return run_loop(on_one_loop(context, table))
     finally:
         with context.admin() as admin:
             admin.kill(context.app)  # what the pool leaked (counted already) would hold its locks
             admin.rows(f"drop table if exists {table}")
 
 
-# -- the parent: one child per run, a private server per kind, a user per MariaDB run ----
+# -- the parent, around each child: a private server per kind, a user per MariaDB run ----
 
 _PRIVATE: dict[str, privateserver.Private] = {}
-#: the child process: one run, its figures as a JSON line
-CHILD = "import sys; from {module} import main; main(sys.argv[1:])"
 
 
 def _private(kind: str) -> privateserver.Private:
@@ -793,36 +446,25 @@ def _own_user(server_url: str, app: str) -> Iterator[str]:
         admin.close()
 
 
-def launch(name: str, url: str, pool_size: int, options: Options,
-           progress: Optional[Callable[[int], None]]) -> Figures:
-    """Run ``options['program']`` against system ``name`` in a child process."""
+@contextlib.contextmanager
+def arrange(name: str, url: str, options: Options) -> Iterator[Options]:
+    """Around one child run of system ``name``: the run's name on the server (and on
+    MariaDB its own user), the private server ``kills-restart`` restarts; yields the
+    options the child gets, which say where the pool and the admin connect."""
     program = options["program"]
     kind = Target.of(url, "", 1).kind
-    reason = NOT_EXPRESSIBLE.get((name, program))
-    if reason:
-        return {"program": program, "na": reason}
     app = f"adbf_{name.replace('-', '_')}_{uuid.uuid4().hex[:6]}"
     private = _private(kind) if program == "kills-restart" else None
     server_url = private.url if private else url
-    seconds = float(options.get("fault_seconds") or 2.0)
-    limit = 6 * seconds + 4 * float(options.get("settle_seconds") or 10) + 120
     with _own_user(server_url, app) as pool_url:
-        request = {"system": name, "program": program, "kind": kind, "app": app,
-                   "pool_size": pool_size, "options": options, "admin_url": server_url,
-                   "pool_url": pool_url, "private": private.as_dict() if private else None}
-        try:
-            done = subprocess.run([sys.executable, "-c", CHILD.format(module=__name__),
-                                   json.dumps(request)],
-                                  capture_output=True, text=True, timeout=limit)
-        except subprocess.TimeoutExpired:
-            raise RuntimeError(f"hung: the run did not end within {limit:.0f} s") from None
-    if progress is not None:
-        progress(1)
-    if done.returncode != 0:
-        lines = (done.stderr or done.stdout).strip().splitlines()
-        raise RuntimeError(lines[-1] if lines else f"exit status {done.returncode}")
-    figures: Figures = json.loads(done.stdout.strip().splitlines()[-1])
-    return figures
+        yield {**options, "app": app, "admin_url": server_url, "pool_url": pool_url,
+               "private": private.as_dict() if private else None}
+
+
+def run_timeout(options: Options) -> float:
+    """Seconds a run may take: its faults, its settling and the pool's start, with room."""
+    seconds = float(options.get("fault_seconds") or 2.0)
+    return 6 * seconds + 4 * float(options.get("settle_seconds") or 10) + 120
 
 
 def prepare(url: str, rows: int) -> None:
@@ -903,7 +545,7 @@ def plot(path: str, summary: Summary, title: str, options: Options) -> None:
 
 def tools() -> dict[str, Any]:
     """The version of every system's library."""
-    return {name: version_of(name) for name in ROSTER}
+    return {name: system.version() for name, system in ROSTER.items()}
 
 
 SCENARIO = Scenario(
@@ -911,17 +553,9 @@ SCENARIO = Scenario(
     description="six fault programs (cancellation, half-open connections, kills and a "
                 "restart, a second event loop, a transaction left open) against adb and "
                 "the async pools users pick; every count checked on the server",
-    prepare=prepare, verify=verify, launch=launch, roster=ROSTER, kinds=SERVERS,
+    prepare=prepare, verify=verify, drive=drive, arrange=arrange, run_timeout=run_timeout,
+    roster=ROSTER, kinds=SERVERS,
     default_pool_sizes=(4,), baselines=(), add_arguments=add_arguments, variants=variants,
     variant_unavailable=variant_unavailable, progress_total=lambda rows, options: 1,
     fields=FIELDS, plot=plot, tools=tools, rows_are="fault programs")
 
-
-def main(argv: list[str]) -> None:
-    """The child: one run (``argv[0]``, the request as JSON), its figures printed as
-    one JSON line; then out at once, so that threads a broken pool left hanging
-    cannot keep the process alive."""
-    import os
-    figures = run_child(json.loads(argv[0]))
-    print(json.dumps(figures), flush=True)
-    os._exit(0)

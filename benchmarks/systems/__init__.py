@@ -6,7 +6,9 @@ Tornado IOLoop, a Twisted reactor, plain threads; see ``benchmarks.worlds``) and
 yields its ``Calls``. Every scenario is written once over those calls, so a new
 scenario needs nothing here. A system that cannot be an opener (a C client that
 runs its own program) names a ``runner`` per scenario instead. A system that
-cannot run here is reported with the reason.
+cannot run here is reported with the reason. The ``faults`` scenario breaks pools
+rather than running calls: its systems (``FAULT_SYSTEMS``) carry a ``fault_opener``
+that opens the pool behind ``fault_pools.FaultPool``.
 
 A new system is one ``System`` line below, and its opener (a function in one of
 the modules here, or a new module beside them).
@@ -17,12 +19,13 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import shutil
-from typing import AsyncContextManager, Callable, Mapping, Optional, Protocol, Union
+from typing import AsyncContextManager, Awaitable, Callable, Mapping, Optional, Protocol, Union
 
 from ..worlds import World
-from . import (adb_fronts, asyncio_drivers, cclients, cclients_bulk, mongo_clients, threads,
-               threads_pipelined, twisted_pools, txmysql_role)
+from . import (adb_fronts, asyncio_drivers, cclients, cclients_bulk, fault_pools, mongo_clients,
+               threads, threads_pipelined, twisted_pools, txmysql_role)
 from .common import Calls, Figures, MongoCalls, MongoOpener, Opener, RunSpec
+from .fault_pools import FaultOpener, FaultPool, Target
 
 ALL = ("postgresql", "mysql", "sqlite")
 SERVERS = ("postgresql", "mysql")
@@ -73,6 +76,11 @@ class System:
     optional_calls: tuple[str, ...] = ()
     #: the programs a scenario's runner needs instead of ``programs``, by scenario
     scenario_programs: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    #: the faults scenario's opener (FAULT_SYSTEMS): ``fault_opener(target)`` opens the
+    #: pool behind ``FaultPool``, for a fault program to break
+    fault_opener: Optional[FaultOpener] = None
+    #: the distribution whose version the report shows (FAULT_SYSTEMS)
+    distribution: str = ""
 
     def world_for(self, kind: str) -> str:
         return self.world if isinstance(self.world, str) else self.world[kind]
@@ -86,11 +94,25 @@ class System:
                              "with a program of its own")
         return self.opener(spec, world, min_size)
 
+    def open_pool(self, target: Target) -> Awaitable[FaultPool]:
+        """The faults scenario's pool, opened at ``target``."""
+        if self.fault_opener is None:
+            raise ValueError(f"{self.name} has no pool for the faults scenario")
+        return self.fault_opener(target)
+
+    def version(self) -> Optional[str]:
+        """The installed version of ``distribution`` (None: not installed or not named)."""
+        from importlib import metadata
+        try:
+            return metadata.version(self.distribution) if self.distribution else None
+        except metadata.PackageNotFoundError:
+            return None
+
     def unavailable(self, kind: str, scenario: str = "parallel-insert") -> Optional[str]:
         """None if this system can run ``scenario`` against ``kind`` here, else why."""
         if kind not in self.kinds:
             return f"does not talk to {kind}"
-        if self.opener is None and scenario not in self.runners:
+        if self.opener is None and self.fault_opener is None and scenario not in self.runners:
             return f"has no {scenario} runner"
         for module in self.requires:
             if importlib.util.find_spec(module) is None:
@@ -196,3 +218,25 @@ MONGO_SYSTEMS = {s.name: s for s in [
            note="as many threads as Motor's pool; one loop wake-up per batch"),
 ]}
 
+#: the pools the faults scenario breaks (its ``ROSTER``): adb's asyncio and Tornado
+#: front-ends and the peers users pick, each opened as its documentation says
+FAULT_SYSTEMS = {s.name: s for s in [
+    System("adb-asyncio", "adb, asyncio front-end", SERVERS,
+           fault_opener=fault_pools.open_adb, distribution="adb-async"),
+    System("adb-tornado", "adb, Tornado front-end", SERVERS, world="tornado",
+           requires=("tornado",), fault_opener=fault_pools.open_adb_tornado,
+           distribution="adb-async"),
+    System("asyncpg", "asyncpg's pool", ("postgresql",), requires=("asyncpg",),
+           fault_opener=fault_pools.open_asyncpg, distribution="asyncpg"),
+    System("psycopg-pool", "psycopg_pool's AsyncConnectionPool (check=check_connection)",
+           ("postgresql",), requires=("psycopg_pool",), fault_opener=fault_pools.open_psycopg,
+           distribution="psycopg-pool"),
+    System("aiomysql", "aiomysql's pool (autocommit)", ("mysql",), requires=("aiomysql",),
+           fault_opener=fault_pools.open_aiomysql, distribution="aiomysql"),
+    System("sqlalchemy", "SQLAlchemy's asyncio engine (pool_pre_ping; asyncpg / aiomysql)",
+           SERVERS, requires=("sqlalchemy", "greenlet"),
+           fault_opener=fault_pools.open_sqlalchemy, distribution="SQLAlchemy"),
+    System("adbapi", "Twisted's adbapi (cp_reconnect; psycopg2 / PyMySQL) on the "
+           "asyncio reactor", SERVERS, world="twisted-asyncio", requires=("twisted",),
+           fault_opener=fault_pools.open_adbapi, distribution="Twisted"),
+]}

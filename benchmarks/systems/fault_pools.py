@@ -18,7 +18,7 @@ import asyncio
 import dataclasses
 import re
 import time
-from typing import Any, Awaitable, Callable, Optional, Protocol, Sequence
+from typing import Any, Awaitable, Callable, Protocol, Sequence
 from urllib.parse import unquote, urlsplit
 
 #: one statement of a transaction: its SQL (``%s`` marks) and parameters
@@ -429,28 +429,9 @@ async def open_adbapi(target: Target) -> FaultPool:
     return probe
 
 
-#: ``open(target)`` for each system of the scenario
-Opener = Callable[[Target], Awaitable[FaultPool]]
+#: ``open(target)``: a system's pool for the faults scenario (``System.fault_opener``)
+FaultOpener = Callable[[Target], Awaitable[FaultPool]]
 
 
-async def _open_tornado(target: Target) -> FaultPool:
+async def open_adb_tornado(target: Target) -> FaultPool:
     return await open_adb(target, tornado=True)
-
-
-OPENERS: dict[str, Opener] = {
-    "adb-asyncio": open_adb, "adb-tornado": _open_tornado, "asyncpg": open_asyncpg,
-    "psycopg-pool": open_psycopg, "aiomysql": open_aiomysql,
-    "sqlalchemy": open_sqlalchemy, "adbapi": open_adbapi,
-}
-
-
-def version_of(system: str) -> Optional[str]:
-    """The version of the distribution behind ``system``."""
-    from importlib import metadata
-    dist = {"adb-asyncio": "adb-async", "adb-tornado": "adb-async", "asyncpg": "asyncpg",
-            "psycopg-pool": "psycopg-pool", "aiomysql": "aiomysql",
-            "sqlalchemy": "SQLAlchemy", "adbapi": "Twisted"}[system]
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return None

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from benchmarks import cli
+from benchmarks.faultledger import Ledger
 from benchmarks.scenarios import faults
 from benchmarks.systems.fault_pools import dollar, named
 
@@ -64,7 +65,7 @@ def test_a_peer_runs_the_same_program_and_a_program_it_cannot_express_says_why(t
 
 
 def test_the_ledger_finds_rows_lost_doubled_and_half_a_transaction():
-    ledger = faults.Ledger()
+    ledger = Ledger()
     ledger.ok |= {"a", "b", "c"}
     ledger.not_run.add("d")
     ledger.maybe.add("e")
@@ -74,7 +75,7 @@ def test_the_ledger_finds_rows_lost_doubled_and_half_a_transaction():
     # c and the committed v1 lost; b written twice; d said "not run", r rolled back,
     # u1 without u2: three wrong
     assert counts == {"lost": 2, "doubled": 1, "wrong_rows": 3}
-    assert faults.Ledger().check([]) == {"lost": 0, "doubled": 0, "wrong_rows": 0}
+    assert Ledger().check([]) == {"lost": 0, "doubled": 0, "wrong_rows": 0}
 
 
 def test_programs_are_checked_and_marks_rewritten(capsys):
