@@ -132,7 +132,8 @@ class PyMySQLDriver(Driver):
             from pymysql.constants import CLIENT
             kwargs["client_flag"] = kwargs.get("client_flag", 0) | CLIENT.MULTI_STATEMENTS
         conn = self.dbapi.connect(*self.connect_args, **kwargs)
-        conn.__class__ = packet_guarded(type(conn))
+        plain: Any = type(conn)
+        conn.__class__ = packet_guarded(plain)
         if "read_timeout" not in self.connect_kwargs:
             conn._read_timeout = None
             conn._sock.settimeout(None)
@@ -561,7 +562,7 @@ _PACKET_TOO_LARGE = 1153
 
 
 @functools.lru_cache(maxsize=None)
-def packet_guarded(cls: type) -> type:
+def packet_guarded(cls: Any) -> Any:
     """``cls`` (PyMySQL's Connection) that refuses, before sending a byte of it, a
     command longer than the server's ``max_allowed_packet``: the server would cut
     the connection mid-send ("MySQL server has gone away", as if the statement may
@@ -569,7 +570,7 @@ def packet_guarded(cls: type) -> type:
     The limit is read once per connection, at its first command long enough to
     meet any limit a server may have."""
 
-    class PacketGuarded(cls):  # type: ignore[valid-type, misc]
+    class PacketGuarded(cls):  # type: ignore[misc]
         _adb_packet_limit: Optional[int] = None
 
         def _execute_command(self, command: int, sql: Any) -> Any:
@@ -582,10 +583,9 @@ def packet_guarded(cls: type) -> type:
 
         def _adb_max_allowed_packet(self) -> int:
             if self._adb_packet_limit is None:
-                super()._execute_command(3, "select @@max_allowed_packet")  # COM_QUERY
-                self._read_query_result()
-                self._adb_packet_limit = int(self._result.rows[0][0])
-                self._result = None
+                self.query("select @@max_allowed_packet")
+                result: Any = getattr(self, "_result")
+                self._adb_packet_limit = int(result.rows[0][0])
             return self._adb_packet_limit
 
     PacketGuarded.__name__ = PacketGuarded.__qualname__ = cls.__name__
