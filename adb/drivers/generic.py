@@ -13,7 +13,9 @@ from then on:
   on an idle connection is confirmed by a probe, as the server may just be talking;
 - ``is_disconnect``: after an error, the socket says the server hung up; or the
   error is one a broken connection raises (``OperationalError``,
-  ``InterfaceError``, an ``OSError`` in its causes) and a probe fails.
+  ``InterfaceError``, an ``OSError`` in its causes) and a probe fails;
+- ``rollback`` on such a connection succeeds: its transaction ended with it, and
+  the call's own error is the one reported (as ``ConnectionLost``).
 
 A probe is the connection's ``ping()`` where it has one (it never touches a
 transaction), else ``select 1``. Where no socket is found, ``peer_gone`` probes
@@ -125,6 +127,17 @@ class GenericDriver(Driver):
         if fd == -1 or (fd is not None and poll(fd) & _GONE):
             return True
         return self.may_be_broken(exc) and not self.alive(conn)
+
+    def rollback(self, conn: Connection) -> None:
+        """Roll back; on a connection the server has ended there is nothing to roll
+        back (its transaction ended with it), so that is no failure: the error that
+        broke it goes to the caller as ``ConnectionLost``, and the connection is
+        replaced before its next use (``is_closed``, ``peer_gone``)."""
+        try:
+            super().rollback(conn)
+        except Exception as exc:
+            if not self.is_disconnect(exc, conn):
+                raise
 
     def may_be_broken(self, exc: BaseException) -> bool:
         """True for an error a broken connection raises: PEP 249's
