@@ -7,6 +7,7 @@ inserts, its bulk fast path.
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import struct
@@ -131,6 +132,8 @@ class PyMySQLDriver(Driver):
             from pymysql.constants import CLIENT
             kwargs["client_flag"] = kwargs.get("client_flag", 0) | CLIENT.MULTI_STATEMENTS
         conn = self.dbapi.connect(*self.connect_args, **kwargs)
+        plain: Any = type(conn)
+        conn.__class__ = packet_guarded(plain)
         if "read_timeout" not in self.connect_kwargs:
             conn._read_timeout = None
             conn._sock.settimeout(None)
@@ -559,6 +562,58 @@ class PipeFeed:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+#: the smallest ``max_allowed_packet`` a server takes: a shorter command is never too long
+_MIN_PACKET_LIMIT = 1024
+#: the server's own error for a packet over ``max_allowed_packet`` (ER_NET_PACKET_TOO_LARGE)
+_PACKET_TOO_LARGE = 1153
+
+
+@functools.lru_cache(maxsize=None)
+def packet_guarded(cls: Any) -> Any:
+    """``cls`` (PyMySQL's Connection) that refuses, before sending a byte of it, a
+    command longer than the server's ``max_allowed_packet``: the server would cut
+    the connection mid-send ("MySQL server has gone away", as if the statement may
+    have run), where here the caller learns the limit and that nothing ran.
+    The limit is read once per connection, at its first command long enough to
+    meet any limit a server may have."""
+
+    class PacketGuarded(cls):  # type: ignore[misc]
+        _adb_packet_limit: Optional[int] = None
+
+        def _execute_command(self, command: int, sql: Any) -> Any:
+            if len(sql) >= _MIN_PACKET_LIMIT:
+                size = len(sql.encode(self.encoding) if isinstance(sql, str) else sql) + 1
+                limit = self._adb_max_allowed_packet()
+                if size >= limit:  # the server refuses a packet as long as its limit
+                    raise packet_too_large(size, limit)
+            return super()._execute_command(command, sql)
+
+        def _adb_max_allowed_packet(self) -> int:
+            if self._adb_packet_limit is None:
+                self.query("select @@max_allowed_packet")
+                result: Any = getattr(self, "_result")
+                self._adb_packet_limit = int(result.rows[0][0])
+            return self._adb_packet_limit
+
+    PacketGuarded.__name__ = PacketGuarded.__qualname__ = cls.__name__
+    PacketGuarded.__module__ = cls.__module__
+    return PacketGuarded
+
+
+def packet_too_large(size: int, limit: int) -> Exception:
+    """The error for a command of ``size`` bytes, too long for the server's ``limit``: PyMySQL's
+    OperationalError with the server's code for it, ``may_have_run`` False."""
+    from pymysql.err import OperationalError
+    error = OperationalError(
+        _PACKET_TOO_LARGE,
+        f"the statement is {size} bytes, too long for the server's max_allowed_packet "
+        f"({limit} bytes): it was not sent and did not run, and the connection stays "
+        "usable; send smaller values (several statements, or runMany) or raise "
+        "max_allowed_packet on the server")
+    error.may_have_run = False  # type: ignore[attr-defined]
+    return error
 
 
 def _host_list(kwargs: dict[str, Any]) -> list[tuple[Optional[str], Optional[int]]]:

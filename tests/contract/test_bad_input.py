@@ -123,11 +123,18 @@ def test_packet_over_max_allowed_packet_on_mariadb(table_name):
         limit = db.runQuery("select @@max_allowed_packet")[0][0]
         db.runOperation(f"create table {table_name} (v longblob)")
         try:
-            with pytest.raises((db.dbapi.Error, ConnectionLost)) as info:
-                db.runOperation(f"insert into {table_name} values (%s)", (b"x" * (limit + 1024),))
-            # the server says why, or cuts the connection (then may_have_run is honest)
-            assert "max_allowed_packet" in str(info.value) or isinstance(info.value, ConnectionLost)
+            connects = db.stats()["connects"]
+            for size in (limit + 1024, limit * 3):
+                with pytest.raises(db.dbapi.OperationalError) as info:
+                    db.runOperation(f"insert into {table_name} values (%s)", (b"x" * size,))
+                # refused before a byte was sent: it names the limit and did not run
+                assert "max_allowed_packet" in str(info.value)
+                assert f"({limit} bytes)" in str(info.value)
+                assert info.value.may_have_run is False
             assert db.runQuery(f"select count(*) from {table_name}") == [(0,)]  # not run, not retried
-            assert db.runQuery("select 1") == [(1,)]  # the connection was replaced if it had to be
+            assert db.stats()["connects"] == connects  # the connection stayed usable
+            # a statement one byte short of the limit is sent, and runs
+            short = limit - 1 - len("select length('')") - 1
+            assert db.runQuery("select length(%s)", ("x" * short,)) == [(short,)]
         finally:
             db.runOperation(f"drop table {table_name}")

@@ -1,0 +1,216 @@
+"""PEP 249 modules adb has no driver of its own for, through the generic driver
+(``Database(driver="pg8000.dbapi", host=...)``): pg8000, mysql-connector-python
+and mysqlclient (MySQLdb) keep docs/failures.md's rules as the built-in drivers
+do: a connection killed while idle costs nothing, a call whose connection breaks
+fails with ``ConnectionLost(may_have_run=True)`` and the next one gets a new
+connection, a transaction lost with its connection commits nothing, a server
+restarted while the pool is idle costs nothing. DuckDB, whose transactions are
+not PEP 249's, is refused at construction; a ``:memory:`` database gets one worker.
+"""
+
+import asyncio
+import time
+from urllib.parse import urlsplit
+
+import pytest
+
+import adb
+import adb.sync
+from adb.errors import ConnectionLost, InterfaceError, TransactionError
+from benchmarks import privateserver
+
+from ..conftest import URLS, require_server
+
+#: module -> the server it talks to
+DRIVERS = {"pg8000.dbapi": "postgresql", "mysql.connector": "mysql", "MySQLdb": "mysql"}
+
+
+def keywords(module, url, name):
+    """The connect() keywords of ``module`` for the server at ``url``."""
+    parts = urlsplit(url)
+    kwargs = {"host": parts.hostname, "port": parts.port, "user": parts.username,
+              "database": parts.path.lstrip("/")}
+    if module.startswith("pg8000"):
+        kwargs["application_name"] = name
+    return kwargs
+
+
+def generic(module, url=None, name="adb-gen", **options):
+    """A Database on ``module`` through the generic driver."""
+    pytest.importorskip(module)
+    url = url or URLS[DRIVERS[module]]
+    return adb.Database(driver=module, name=name, **keywords(module, url, name), **options)
+
+
+def rows(got):
+    """Rows as tuples: pg8000 gives each row as a list, and adb passes rows on as given."""
+    return [tuple(row) for row in got]
+
+
+def server_ids(db, module):
+    """The server's ids of ``db``'s open connections (MySQL's thread ids)."""
+    conns = list(db._engine.pool.connections.values())
+    return [c.connection_id if module == "mysql.connector" else c.thread_id() for c in conns]
+
+
+def kill_all(db, module, url=None, ids=None):
+    """End every connection of ``db`` from the server side, and only those (on
+    MySQL ``ids``, the server's ids of them, when they are busy: MySQLdb lets no
+    other thread ask a connection in use)."""
+    url = url or URLS[DRIVERS[module]]
+    with adb.sync.Database(url, pool_size=1) as admin:
+        if DRIVERS[module] == "postgresql":
+            admin.runQuery("select pg_terminate_backend(pid) from pg_stat_activity "
+                           "where application_name = %s", (db.name,))
+        else:
+            for ident in ids or server_ids(db, module):
+                try:
+                    admin.runOperation("KILL CONNECTION %s", (ident,))
+                except Exception:  # already gone
+                    pass
+
+
+@pytest.fixture(params=list(DRIVERS))
+def module(request):
+    require_server(DRIVERS[request.param])
+    return request.param
+
+
+async def test_calls_and_transactions_keep_the_contract(module, table_name):
+    db = generic(module, pool_size=2)
+    try:
+        await db.runOperation(f"create table {table_name} (id int primary key, v varchar(20))")
+        await db.runOperation(f"insert into {table_name} values (%s, %s)", (1, "one"))
+        assert rows(await db.runQuery(f"select id, v from {table_name}")) == [(1, "one")]
+
+        def writes_then_raises(cursor):
+            cursor.execute(f"insert into {table_name} values (2, 'two')")
+            raise KeyError("mine")
+        with pytest.raises(KeyError):
+            await db.runInteraction(writes_then_raises)
+        with pytest.raises(KeyError):
+            async with db.transaction() as tx:
+                await tx.runOperation(f"insert into {table_name} values (3, 'three')")
+                raise KeyError("mine")
+        tx = await db.beginTransaction()
+        await tx.runOperation(f"insert into {table_name} values (4, 'four')")
+        assert rows(await db.runQuery(f"select count(*) from {table_name}")) == [(1,)]  # not yet
+        await tx.commit()
+        assert rows(await db.runQuery(f"select id from {table_name} order by id")) == [(1,), (4,)]
+        connects = db.stats()["connects"]
+        with pytest.raises(db.dbapi.Error) as info:  # the server's error, not a lost connection
+            await db.runQuery("select no_such_column from " + table_name)
+        assert not isinstance(info.value, ConnectionLost)
+        assert rows(await db.runQuery("select 1")) == [(1,)]
+        assert db.stats()["connects"] == connects  # no connection was replaced for it
+    finally:
+        await db.runOperation(f"drop table if exists {table_name}")
+        await db.close()
+
+
+async def test_connections_killed_while_idle_cost_nothing(module):
+    db = generic(module, name=f"adb-gen-idle-{module}", pool_size=4)
+    try:
+        await asyncio.gather(*(db.runQuery("select 1") for _ in range(8)))
+        before = db.stats()["connects"]
+        kill_all(db, module)
+        await asyncio.sleep(0.3)
+        for _ in range(30):  # one after another: each goes to the most recently idle worker
+            assert rows(await db.runQuery("select 1")) == [(1,)]
+        got = await asyncio.gather(*(db.runQuery("select 1") for _ in range(20)))
+        assert [rows(each) for each in got] == [[(1,)]] * 20
+        assert db.stats()["connects"] > before  # the dead ones were replaced before use
+    finally:
+        await db.close()
+
+
+async def test_connection_killed_under_a_call_is_lost_then_replaced(module):
+    db = generic(module, name=f"adb-gen-mid-{module}", pool_size=1)
+    sleep = "select pg_sleep(5)" if DRIVERS[module] == "postgresql" else "select sleep(5)"
+    try:
+        await db.runQuery("select 1")
+        ids = server_ids(db, module) if DRIVERS[module] == "mysql" else None
+        call = asyncio.ensure_future(db.runQuery(sleep))
+        await asyncio.sleep(0.5)
+        started = time.monotonic()
+        await asyncio.get_running_loop().run_in_executor(None, kill_all, db, module, None, ids)
+        with pytest.raises(ConnectionLost) as info:
+            await call
+        assert info.value.may_have_run
+        assert time.monotonic() - started < 3  # the kill ended it, not the sleep
+        for _ in range(10):
+            assert rows(await db.runQuery("select 1")) == [(1,)]
+        assert db.stats()["connects"] == 2
+    finally:
+        await db.close()
+
+
+async def test_connection_killed_inside_a_transaction_commits_nothing(module, table_name):
+    db = generic(module, name=f"adb-gen-tx-{module}", pool_size=1)
+    try:
+        await db.runOperation(f"create table {table_name} (id int)")
+        tx = await db.beginTransaction()
+        await tx.runOperation(f"insert into {table_name} values (1)")
+        kill_all(db, module)
+        await asyncio.sleep(0.2)
+        with pytest.raises(ConnectionLost) as info:
+            await tx.runOperation(f"insert into {table_name} values (2)")
+        assert info.value.may_have_run
+        with pytest.raises(TransactionError, match="nothing was committed"):
+            await tx.commit()
+        assert rows(await db.runQuery(f"select count(*) from {table_name}")) == [(0,)]
+    finally:
+        await db.runOperation(f"drop table if exists {table_name}")
+        await db.close()
+
+
+@pytest.fixture(scope="module")
+def private_servers():
+    """A PostgreSQL and a MariaDB of these tests' own (``benchmarks.privateserver``),
+    made when first asked for: restarting the shared servers is never done."""
+    made = {}
+
+    def get(kind):
+        if kind not in made:
+            why = privateserver.unavailable(kind)
+            if why:
+                pytest.skip(f"the restart test needs a private {kind} server: {why}")
+            made[kind] = privateserver.create(kind)
+        return made[kind]
+    yield get
+    for server in made.values():
+        privateserver.remove(server)
+
+
+async def test_server_restarted_while_idle_costs_nothing(module, private_servers):
+    server = private_servers(DRIVERS[module])
+    db = generic(module, url=server.url, name=f"adb-gen-restart-{module}", pool_size=3)
+    try:
+        await asyncio.gather(*(db.runQuery("select 1") for _ in range(6)))
+        before = db.stats()["connects"]
+        await asyncio.get_running_loop().run_in_executor(None, privateserver.restart, server)
+        await asyncio.sleep(0.3)
+        for _ in range(20):
+            assert rows(await db.runQuery("select 1")) == [(1,)]
+        assert db.stats()["connects"] > before  # the restart ended the first connections
+    finally:
+        await db.close()
+
+
+def test_duckdb_is_refused_saying_why():
+    pytest.importorskip("duckdb")
+    with pytest.raises(InterfaceError) as info:
+        adb.sync.Database(driver="duckdb", database=":memory:")
+    message = str(info.value)
+    assert "'duckdb'" in message and "cursor() is a second connection" in message
+    assert "sqlite:///" in message  # what to use instead
+
+
+def test_in_memory_database_gets_one_worker():
+    # sqlite3.dbapi2: the standard library's module under a name adb has no driver for
+    with pytest.raises(InterfaceError, match="in-memory sqlite3.dbapi2 database"):
+        adb.sync.Database(driver="sqlite3.dbapi2", database=":memory:", pool_size=4)
+    with adb.sync.Database(driver="sqlite3.dbapi2", database=":memory:", pool_size=1) as db:
+        db.runOperation("create table t (x int)")
+        db.runOperation("insert into t values (1)")
+        assert rows(db.runQuery("select x from t")) == [(1,)]  # the same database every call
