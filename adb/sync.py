@@ -132,7 +132,7 @@ class WaiterHandback(DirectHandback):
 
     def __call__(self, future: Any, ok: bool, value: Any) -> None:
         future.put((ok, value))
-        self.settled += 1  # a statistic: a lost increment between threads is harmless
+        self.settled += 1  # approximate (stats()): worker threads count without a lock
         if self._after is not None:
             self._after()
 
