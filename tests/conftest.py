@@ -275,7 +275,7 @@ def pytest_sessionfinish(session, exitstatus):
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     message = ("free-threaded Python: the interpreter lock (GIL) is on at the end of the "
                "session: a module imported during it turned it back on (CPython's "
-               "RuntimeWarning above names it)")
+               "RuntimeWarning in the warnings summary names it)")
     if reporter is not None:
         reporter.write_line(message, red=True, bold=True)
     else:
