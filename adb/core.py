@@ -775,8 +775,9 @@ class BaseDatabase(Generic[F]):
         Group commit (``autobatch``): ``units`` run, the calls they ``batched``,
         and ``unit_fallbacks`` (units that failed and ran one by one).
         Hand-back: ``wakeups`` (times a worker woke the loop), ``polls`` (timed
-        drains while every worker was busy), ``settled`` (results delivered),
-        ``largest_batch`` (None on a blocking front-end).
+        drains while every worker was busy), ``settled`` (results delivered;
+        approximate on a blocking front-end, whose worker threads count it without a
+        lock), ``largest_batch`` (None on a blocking front-end).
         Also ``name``, ``closed``, ``listen`` (the listening connection,
         ``adb.listen``: state, listeners, channels, backend_pid, reconnects,
         delivered, dropped) and, with ``replicas=``, ``fallbacks`` and

@@ -83,8 +83,10 @@ class Dispatch:
         self.queue.put(job)
         if self.late is not None:  # a call that raced close from another thread
             self.late()
-        self.until_yield -= 1
-        if not self.until_yield:
+        left = self.until_yield - 1
+        if left > 0:
+            self.until_yield = left
+        else:  # <= 0: two callers that both read 1 must not leave it below 0 for good
             self.yield_to_workers()
 
     def submit_idle(self, job: Job) -> bool:
@@ -104,8 +106,10 @@ class Dispatch:
         get it only when the interpreter's switch interval (5 ms) takes it from the
         caller: the first half second of a 100,000-call burst then ran at a fifth
         (one call per statement) to two thirds (``autobatch``) of the round's rate
-        (docs/performance.md). Callers in several threads share the countdown; a
-        lost decrement only moves the next release by a call."""
+        (docs/performance.md). Callers in several threads share the countdown
+        without a lock; a lost decrement only moves the next release by a call, and
+        ``submit`` releases at any count down to 0 or below, so no interleaving
+        leaves the countdown past 0 for good."""
         self.until_yield = YIELD_EVERY
         _release_gil()
 

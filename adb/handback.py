@@ -8,9 +8,12 @@ a drain schedules a wake-up; the loop thread then settles the whole batch.
 Why no wake-up is lost: a worker appends *before* it reads the flag, and a
 drain clears the flag *before* it empties the deque. A worker that finds the
 flag set therefore knows that some drain has not cleared it yet; that drain
-clears it after this append and so takes the item. Under the GIL (and the
-per-object locks of free-threaded builds) these steps are sequentially
-consistent.
+clears it after this append and so takes the item. Without the GIL
+(free-threaded builds) the deque's own lock orders the two sides: every append and
+popleft holds it (a per-object lock, PEP 703). If the worker's append takes it
+after the drain's last popleft, the drain's earlier ``_scheduled = False`` is
+visible to the worker once it holds that lock, so the worker signals; if before,
+that popleft takes the item.
 
 Under saturation (``busy()`` true: every worker busy with standalone calls and
 more calls queued; ``Pool.saturated``) the loop
@@ -210,7 +213,7 @@ class DirectHandback:
 
     def __call__(self, future: Any, ok: bool, value: Any) -> None:
         self._settle(future, ok, value)
-        self.settled += 1  # a statistic: a lost increment between threads is harmless
+        self.settled += 1  # approximate (stats()): worker threads count without a lock
         if self._after is not None:
             self._after()
 
@@ -259,6 +262,6 @@ class WaiterHandback(DirectHandback):
 
     def __call__(self, future: Any, ok: bool, value: Any) -> None:
         future.put((ok, value))
-        self.settled += 1  # a statistic: a lost increment between threads is harmless
+        self.settled += 1  # approximate (stats()): worker threads count without a lock
         if self._after is not None:
             self._after()

@@ -152,13 +152,17 @@ class Pool:
         except Exception as exc:
             self._last_failure = exc
             error = f"{type(exc).__name__}: {str(exc).strip()[:300]}"
-            delay = backoff.failed(error)
-            if backoff.failures in (1, 5) or backoff.failures % 20 == 0:
+            with self._state_lock:  # workers fail together: each failure counts once
+                delay = backoff.failed(error)
+                failures = backoff.failures
+            if failures in (1, 5) or failures % 20 == 0:
                 log.warning("%s: cannot connect to %s (%s); %d failure(s), next attempt in "
-                            "%.1f s", self.name, self.driver.target, error, backoff.failures, delay)
+                            "%.1f s", self.name, self.driver.target, error, failures, delay)
             raise ServerUnavailable(
                 f"{self.name!r} cannot connect to {self.driver.target}: {error}") from exc
-        if backoff.succeeded():
+        with self._state_lock:
+            recovered = backoff.succeeded()
+        if recovered:
             log.warning("%s: connected to %s again", self.name, self.driver.target)
         self._last_failure = None
         self._count_connect(threading.get_ident())

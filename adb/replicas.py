@@ -110,6 +110,9 @@ class ReplicaSet:
         self.fallback = fallback
         self.fallbacks = 0  # reads asked of a replica that the primary served
         self._turn = itertools.count()
+        # counts bumped by callers in any thread: ``x += 1`` is a read then a write,
+        # and two threads (in parallel on a free-threaded build) lose one without it
+        self._count_lock = threading.Lock()
         self._changed = threading.Condition()
         self._stopping = False
         self._thread = threading.Thread(target=self._monitor, name=f"{name}-replicas",
@@ -127,7 +130,8 @@ class ReplicaSet:
         if not healthy:
             return None
         replica = healthy[next(self._turn) % len(healthy)]
-        replica.served += 1
+        with self._count_lock:
+            replica.served += 1
         return replica.engine
 
     def choose(self, primary: Any) -> Any:
@@ -138,7 +142,8 @@ class ReplicaSet:
             return engine
         if self.fallback == "raise":
             raise ReplicaUnavailable(self._why_none())
-        self.fallbacks += 1
+        with self._count_lock:
+            self.fallbacks += 1
         return primary
 
     def _why_none(self) -> str:

@@ -262,3 +262,21 @@ def pytest_runtest_makereport(item, call):
     if IN_CI and report.skipped and not hasattr(report, "wasxfail"):
         report.outcome = "failed"
         report.longrepr = f"skipped under CI=true: {report.longrepr}"
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """On a free-threaded Python the session fails if the interpreter lock is on at
+    its end: some module imported by adb, a driver or a test turned it back on, and
+    the run did not test adb without it (PYTHON_GIL=1 turns this off)."""
+    from adb.drivers import _gil
+    if not _gil.FREE_THREADED or not _gil.enabled() or os.environ.get("PYTHON_GIL") == "1":
+        return
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    message = ("free-threaded Python: the interpreter lock (GIL) is on at the end of the "
+               "session: a module imported during it turned it back on (CPython's "
+               "RuntimeWarning in the warnings summary names it)")
+    if reporter is not None:
+        reporter.write_line(message, red=True, bold=True)
+    else:
+        print(message)

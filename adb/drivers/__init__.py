@@ -16,7 +16,7 @@ from typing import Callable, Iterable, Optional
 
 from ..errors import InterfaceError
 from ..target import Family, Target
-from . import _native
+from . import _gil, _native
 from .base import Connection, Driver, DriverInfo, Pooler, check_pooler, unknown_keywords
 from .generic import GenericDriver
 
@@ -127,6 +127,7 @@ def load(target: Target, on_connect: Optional[Callable[[Connection], object]] = 
     cls = registry().get(target.driver, GenericDriver)
     if native:
         cls = _native.native(cls)
+    gil_before = _gil.enabled()
     try:
         dbapi = importlib.import_module(target.driver)
     except ImportError as exc:
@@ -134,6 +135,7 @@ def load(target: Target, on_connect: Optional[Callable[[Connection], object]] = 
         hint = f" (pip install 'adb-async[{found.extra}]')" if found and found.extra else ""
         raise InterfaceError(
             f"driver module {target.driver!r} cannot be imported: {exc}{hint}") from None
+    _gil.check_import(target.driver, gil_before)
     if not hasattr(dbapi, "connect") and not native:
         raise InterfaceError(f"{target.driver!r} is not a DB-API 2 module: it has no connect()")
     known = None if native else cls.keywords(dbapi)
