@@ -11,6 +11,7 @@ import threading
 import time
 import uuid
 import warnings
+import weakref
 
 import pytest
 
@@ -205,6 +206,8 @@ def test_ctrl_c_during_a_blocking_call_cancels_its_statement(kind):
     sleep = "select pg_sleep(4)" if kind == "postgresql" else "select sleep(4)"
     db = adb.sync.Database(URLS[kind], pool_size=1)
     main = threading.main_thread().ident
+    # Ctrl-C's own handler, whatever an earlier test (a reactor) installed
+    handler = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         db.runQueryValue("select 1")
         timer = threading.Timer(0.3, signal.pthread_kill, (main, signal.SIGINT))
@@ -216,6 +219,7 @@ def test_ctrl_c_during_a_blocking_call_cancels_its_statement(kind):
         assert time.monotonic() - started < 1.5
         assert _running(kind, marker) == 0
     finally:
+        signal.signal(signal.SIGINT, handler)
         db.close()
 
 
@@ -241,6 +245,7 @@ def _started_pool_on_a_dropped_reactor():
     reactor.removeReader(reactor.waker)
     reactor.waker.connectionLost(None)
     loop.close()
+    return weakref.ref(pool)
 
 
 def test_an_unreferenced_dropin_pool_is_collected_with_its_threads():
@@ -251,12 +256,11 @@ def test_an_unreferenced_dropin_pool_is_collected_with_its_threads():
     before = threading.active_count()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        for _ in range(5):
-            _started_pool_on_a_dropped_reactor()
+        pools = [_started_pool_on_a_dropped_reactor() for _ in range(5)]
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
             gc.collect()
-            alive = sum(isinstance(o, adb.twisted.ConnectionPool) for o in gc.get_objects())
+            alive = sum(ref() is not None for ref in pools)  # this test's pools only
             if alive == 0 and threading.active_count() <= before:
                 break
             time.sleep(0.1)
