@@ -407,7 +407,7 @@ class BaseDatabase(Generic[F]):
             the driver's own errors.
         """
         check_interaction(fn)
-        return self._standalone(Op.INTERACTION, (fn, args, kwargs), None, None, INTERACTION)
+        return self._standalone(Op.INTERACTION, (fn, args, kwargs), what=INTERACTION)
 
     def beginTransaction(self, *, timeout: Optional[float] = None, replica: bool = False,
                          isolation: Optional[str] = None, read_only: bool = False) -> Any:
@@ -745,9 +745,9 @@ class BaseDatabase(Generic[F]):
         listen.check_payload(payload)
         listen.check_supported(self._engine.driver)
         if tx is not None:
-            return self._engine.route(tx).in_transaction(tx, Op.NOTIFY, (channel, payload), None,
-                                                         NOTIFY)
-        return self._standalone(Op.NOTIFY, (channel, payload), None, None, NOTIFY)
+            return self._engine.route(tx).in_transaction(tx, Op.NOTIFY, (channel, payload),
+                                                         what=NOTIFY)
+        return self._standalone(Op.NOTIFY, (channel, payload), what=NOTIFY)
 
     def _listening_channels(self) -> Any:
         """What the server says the listening connection LISTENs on (for tests:

@@ -191,21 +191,23 @@ class Engine(Generic[F]):
             return future if self._outcome is None else self._outcome(future)
         kind = op.standalone
         assert kind is not None, f"{op} runs only inside a transaction"
-        return self._shared(kind, (op.fn, *args), timeout, statement_timeout, what, None,
-                            self._returned)
+        return self._shared(kind, (op.fn, *args), what, timeout=timeout,
+                            statement_timeout=statement_timeout)
 
     def hosted(self, fn: Callable[..., Any], args: tuple[Any, ...], what: What) -> Any:
         """Run ``fn(session, *args)`` on a free worker, ``session`` its ``WorkerSession``
         (``adb.frontend``); what the caller gets (the adbapi drop-in's calls)."""
         if self.refusal is not None:
             raise self.refusal
-        return self._shared(Kind.HOSTED, (fn, *args), None, None, what, None, self._returned)
+        return self._shared(Kind.HOSTED, (fn, *args), what)
 
-    def _shared(self, kind: Kind, args: tuple[Any, ...], timeout: Optional[float],
-                statement_timeout: Optional[float], what: What, tx: Optional[TxRecord],
-                give: Callable[..., Any]) -> Any:
+    def _shared(self, kind: Kind, args: tuple[Any, ...], what: What, *,
+                timeout: Optional[float] = None, statement_timeout: Optional[float] = None,
+                tx: Optional[TxRecord] = None, give: Optional[Callable[..., Any]] = None) -> Any:
         """Queue a job of ``kind`` for a free worker, with the Database's limits or
-        the call's own, and return what ``give`` makes of its future."""
+        the call's own (``timeout``, ``statement_timeout``; ``tx``: the transaction it
+        begins, for its telemetry), and return what ``give`` (by default the
+        front-end's ``returned``) makes of its future."""
         if statement_timeout is None:
             statement_timeout = self.statement_timeout
         else:  # 0: no limit, whatever the Database's
@@ -219,7 +221,7 @@ class Engine(Generic[F]):
                 put, timeout = self._put_idle, None
         future = self._new_future()
         put((future, kind, claim, statement_timeout, self._trace(what, tx)) + args)
-        return give(future, claim, timeout, self)
+        return (give or self._returned)(future, claim, timeout, self)
 
     def _trace(self, what: What, tx: Optional[TxRecord]) -> Any:
         return None if self.telemetry is None else self.telemetry.trace(what, tx)
@@ -281,7 +283,7 @@ class Engine(Generic[F]):
         ``connect()`` gives: None, or the real error (rejected, unreachable)."""
         if self.refusal is not None:
             raise self.refusal
-        return self._shared(Kind.CONNECT, (), timeout, None, CONNECT, None, self._returned)
+        return self._shared(Kind.CONNECT, (), CONNECT, timeout=timeout)
 
     def check_open(self) -> None:
         """Raise what every call gets once the Database is closing (or forked)."""
@@ -294,8 +296,8 @@ class Engine(Generic[F]):
               isolation: Optional[str] = None) -> Any:
         """Pin a worker and open a transaction on it; what ``beginTransaction`` gives."""
         tx = self._new_tx(read_only, isolation)
-        return self._shared(Kind.BEGIN, (tx._record, tx), timeout, None, BEGIN, tx._record,
-                            self._returned)
+        return self._shared(Kind.BEGIN, (tx._record, tx), BEGIN, timeout=timeout,
+                            tx=tx._record)
 
     def begin_pending(self, read_only: bool, timeout: Optional[float],
                       isolation: Optional[str] = None) -> tuple[Transaction, F]:
@@ -303,8 +305,8 @@ class Engine(Generic[F]):
         handle, and the future of its begin (already settled on a blocking front-end,
         which waited)."""
         tx = self._new_tx(read_only, isolation)
-        return tx, self._shared(Kind.BEGIN, (tx._record, tx), timeout, None, BEGIN,
-                                tx._record, self.frontend.pending)
+        return tx, self._shared(Kind.BEGIN, (tx._record, tx), BEGIN, timeout=timeout,
+                                tx=tx._record, give=self.frontend.pending)
 
     def _new_tx(self, read_only: bool, isolation: Optional[str]) -> Transaction:
         """A handle for a transaction about to begin, counted as open; InterfaceError

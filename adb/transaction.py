@@ -134,8 +134,8 @@ class Transaction:
     def runInteraction(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run ``fn(cursor, *args, **kwargs)`` inside this transaction (no commit of its own)."""
         check_interaction(fn)
-        return self.engine.in_transaction(self, Op.INTERACTION, (fn, args, kwargs), None,
-                                          INTERACTION)
+        return self.engine.in_transaction(self, Op.INTERACTION, (fn, args, kwargs),
+                                          what=INTERACTION)
 
     def savepoint(self) -> SavepointContext:
         """``async with tx.savepoint():`` (``with`` on adb.sync): the block is one
@@ -160,8 +160,8 @@ class Transaction:
         return self._run_savepoint(self.savepoints.end(savepoint, keep=False), None)
 
     def _run_savepoint(self, statements: tuple[str, ...], result: Any) -> Any:
-        return self.engine.in_transaction(self, Op.SAVEPOINT, (statements, result), None,
-                                          "; ".join(statements))
+        return self.engine.in_transaction(self, Op.SAVEPOINT, (statements, result),
+                                          what="; ".join(statements))
 
     def savepoint_step(self, statements: tuple[str, ...], result: Any) -> object:
         """A savepoint's statements queued in this transaction: their future
