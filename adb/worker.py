@@ -295,7 +295,9 @@ class Worker:
         transient failure retried (``retries``), a hint added (``explain``)."""
         kind: Kind = job[KIND]
         value, ok = self.session.after_error(exc, running), False
-        if kind.rerunnable and self.crew.driver.pooler_symptom(value):
+        # pooler_symptom first: it notes the cure on the error (and applies it) whatever
+        # the kind, and only a rerunnable call runs again on the cured connection
+        if self.crew.driver.pooler_symptom(value) and kind.rerunnable:
             value, ok = self.rerun(job, value, running)
         elif kind.retriable and self._config.retries:
             value, ok = self.retry(job, value, running)

@@ -417,10 +417,13 @@ class MySQLPipelines(Pipelines):
         count = len(texts)
         if count == 1:
             return [self._alone(cursor, texts[0])]
+        message = ";".join(texts[:count])
+        if len(message) >= _MIN_PACKET_LIMIT and hasattr(conn, "_adb_max_allowed_packet"):
+            conn._adb_max_allowed_packet()  # its one query, before any of the message is sent
         toggle = not self.driver.multi_statements
         if toggle:
             conn._execute_command(_COM_SET_OPTION, _MULTI_ON)
-        conn._execute_command(_COM_QUERY, ";".join(texts[:count]))
+        conn._execute_command(_COM_QUERY, message)
         if toggle:
             conn._execute_command(_COM_SET_OPTION, _MULTI_OFF)
             conn._next_seq_id = 1
@@ -579,7 +582,7 @@ def packet_guarded(cls: Any) -> Any:
     The limit is read once per connection, at its first command long enough to
     meet any limit a server may have."""
 
-    class PacketGuarded(cls):  # type: ignore[misc]
+    class PacketGuarded(cls):  # type: ignore[misc,unused-ignore]
         _adb_packet_limit: Optional[int] = None
 
         def _execute_command(self, command: int, sql: Any) -> Any:

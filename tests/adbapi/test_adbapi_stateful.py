@@ -385,8 +385,9 @@ class AdbapiMachine(RuleBasedStateMachine):
         if kind == "interaction":
             return self.call(side, "interaction", self.dialect.var())
         side.noted.clear()
-        return self.call(side, kind, self.dialect.last_id()).addErrback(
-            lambda failure: [side.noted.get("who"), {"raised": side.env.error(failure.value)}])
+        def raised(failure: Any) -> Any:
+            return [side.noted.get("who"), {"raised": side.env.error(failure.value)}]
+        return self.call(side, kind, self.dialect.last_id()).addErrback(raised)
 
     @rule(n=st.integers(2, 6))
     def concurrent(self, n: int) -> None:
@@ -429,7 +430,7 @@ class AdbapiMachine(RuleBasedStateMachine):
                        keys: Optional[dict[int, int]] = None) -> None:
         """``outcome`` of a last-key read on ``who``: that connection's latest insert
         (``keys``: each connection's latest key then; default: now)."""
-        last = (self.last_keys(side) if keys is None else keys).get(who)
+        last = None if who is None else (self.last_keys(side) if keys is None else keys).get(who)
         if isinstance(outcome, dict):  # PostgreSQL before this session's first insert
             assert self.kind == "postgresql" and last is None, (side.env.side, who, outcome)
             return

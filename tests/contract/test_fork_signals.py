@@ -11,6 +11,7 @@ import threading
 import time
 import uuid
 import warnings
+from typing import Any
 import weakref
 
 import pytest
@@ -72,6 +73,7 @@ def test_close_in_a_forked_child_returns_at_once_and_leaves_the_parents_connecti
         assert db.runQueryValue("select 1") == 1
         if front == "sync":
             def child():
+                assert closing is not None
                 started = time.monotonic()
                 closing.close()
                 assert time.monotonic() - started < 1
@@ -84,7 +86,7 @@ def test_close_in_a_forked_child_returns_at_once_and_leaves_the_parents_connecti
             def child():
                 started = time.monotonic()
                 if front == "twisted":
-                    fired = []
+                    fired: list[object] = []
                     other.close().addCallback(fired.append)
                     assert fired == [None]
                 else:
@@ -102,7 +104,7 @@ def test_close_in_a_forked_child_returns_at_once_and_leaves_the_parents_connecti
             _close_other(front, other)
 
 
-_others = {}
+_others: dict[int, Any] = {}
 
 
 def _made_before_fork(front, made, url):
@@ -182,11 +184,11 @@ def test_the_embedded_file_outlives_a_forked_child_that_exits():
     db = adb.sync.Database()
     try:
         path = db.runQueryValue("select file from pragma_database_list where name = 'main'")
-        assert os.path.exists(path)
+        assert path is not None and os.path.exists(path)
 
         def child():
             import weakref
-            weakref.finalize._exitfunc()  # what the child's interpreter exit runs
+            getattr(weakref.finalize, "_exitfunc")()  # what the child's interpreter exit runs
         assert _in_child(child) == 0
         assert os.path.exists(path)
         assert db.runQueryValue("select 1") == 1
@@ -275,7 +277,7 @@ def test_a_dropped_database_stops_its_threads_and_removes_its_file():
     before = threading.active_count()
     db = adb.sync.Database(pool_size=2)
     path = db.runQueryValue("select file from pragma_database_list where name = 'main'")
-    assert os.path.exists(path)
+    assert path is not None and os.path.exists(path)
     with pytest.warns(ResourceWarning, match="unclosed"):
         del db
         gc.collect()

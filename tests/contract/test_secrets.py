@@ -11,6 +11,7 @@ Brief by default; ``ADB_FUZZ_EXAMPLES=2000`` runs each test that many examples
 import logging
 import os
 import traceback
+from typing import Optional
 from urllib.parse import quote
 
 import pytest
@@ -91,9 +92,10 @@ def shown(exc: BaseException) -> str:
     """An exception as a person (or a log) would see it: its chain with tracebacks,
     and each link's repr and args."""
     text = "".join(traceback.format_exception(exc))
-    while exc is not None:
-        text += repr(exc) + repr(exc.args)
-        exc = exc.__cause__ or exc.__context__
+    link: Optional[BaseException] = exc
+    while link is not None:
+        text += repr(link) + repr(link.args)
+        link = link.__cause__ or link.__context__
     return text
 
 

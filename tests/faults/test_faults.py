@@ -474,12 +474,14 @@ async def test_a_killed_pipeline_leaves_at_most_its_depth_in_doubt(tokens):
     timer.start()
     try:
         await fire(db, table, 20000, ledger)
+        timer.join()
+        figures = ledger.check(table.tokens())
+        [(connections, done_before)] = killed
+        assert connections > 0 and done_before < 20000  # the kill landed mid-burst
+        assert figures["ambiguous"] <= connections * depth, (figures, killed)
+        assert figures["ok"] > 0
+        report("pipeline kill", kind=kind, connections_killed=connections, depth=depth,
+               **figures)
     finally:
         timer.join()
-    figures = ledger.check(table.tokens())
-    [(connections, done_before)] = killed
-    assert connections > 0 and done_before < 20000  # the kill landed mid-burst
-    assert figures["ambiguous"] <= connections * depth, (figures, killed)
-    assert figures["ok"] > 0
-    report("pipeline kill", kind=kind, connections_killed=connections, depth=depth, **figures)
-    await db.close()
+        await db.close()

@@ -47,7 +47,7 @@ class SharedLedger(Ledger):
 def table(request, tmp_path):
     target = make_target(request.param, tmp_path)
     made = TokenTable(target.url, target.p)
-    made.target = target
+    setattr(made, "target", target)  # the table's own target, for the test
     yield made
     made.drop()
 
@@ -145,7 +145,10 @@ def test_close_under_load(table):
     for r in range(ROUNDS):
         db = adb.sync.Database(table.target.url, pool_size=4, autobatch=4)
         started = threading.Event()
-        closer = threading.Thread(target=lambda: (started.wait(10), db.close()))
+        def close_when_started() -> None:
+            started.wait(10)
+            db.close()
+        closer = threading.Thread(target=close_when_started)
         closer.start()
 
         def calls(i, r=r):
@@ -153,6 +156,7 @@ def test_close_under_load(table):
                 if i == 0 and n == CALLS // 4:
                     started.set()
                 token = f"r{r}-{i}-{n}"
+                outcome: object
                 try:
                     outcome = db.runOperation(table.insert_sql(), (token, n))
                 except Exception as exc:
