@@ -98,7 +98,10 @@ async def test_concurrent_serializable_transactions_conflict_and_one_runs_again(
                                 run_transaction(db, fn, 2, retries=5))
     assert sorted(seen) == [0, 1]
     assert sorted(await rows(db, f"select data from {db.table}")) == [("0",), ("1",)]
-    assert len(runs) == 3 and db.stats()["transaction_retries"] == 1
+    # one of them ran again; more than once when its retry began before the other's
+    # commit (a loaded machine: seen in the interpreter matrix, 4 and 5 runs), as the
+    # test above allows: each run beyond the first two is one counted retry
+    assert len(runs) >= 3 and db.stats()["transaction_retries"] == len(runs) - 2
 
 
 @pytest.mark.parametrize("target", SERVERS, indirect=True)
