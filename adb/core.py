@@ -789,10 +789,10 @@ class BaseDatabase(Generic[F]):
         engine = getattr(self, "_engine", None)  # None: its constructor failed
         return f"<{type(self).__module__}.{type(self).__name__} {engine or 'not opened'!r}>"
 
-    def __del__(self) -> None:
+    def __del__(self, _warn: Callable[..., None] = warnings.warn) -> None:
         engine: Optional[Engine[F]] = getattr(self, "_engine", None)
         if engine is not None and engine.drop():
-            warnings.warn(f"unclosed {self!r}", ResourceWarning, source=self)
+            _warn(f"unclosed {self!r}", ResourceWarning, source=self)
 
 
 def frontend_doc(doc: Optional[str]) -> str:

@@ -597,11 +597,19 @@ class Engine(Generic[F]):
         for future in futures:
             self.frontend.settle(future, True, None)
 
-    def drop(self) -> bool:
+    def drop(self, _open: CloseState = CloseState.OPEN,
+             _getpid: Callable[[], int] = os.getpid) -> bool:
         """Its Database was collected unclosed: stop everything without waiting.
         True if it was still running (the Database then warns). In a forked child
-        nothing runs: the parent's Database is its own to close."""
-        if self.forked or self.pool.stopping():
+        nothing runs: the parent's Database is its own to close. (The defaults are
+        bound at import: a Database collected at interpreter exit may run this
+        after the module's globals were cleared.)"""
+        if self._state is not _open or self.pid != _getpid():
+            return False
+        try:
+            if self.pool.stopping():
+                return False
+        except AttributeError:  # at exit, adb's modules already cleared: nothing to stop
             return False
         self._dropped = True
         if self.admission is not None:
