@@ -72,13 +72,22 @@ def free_port() -> int:
 def running(config: ServerConfig, path: str, ready_within: float = 30.0) -> Iterator[str]:
     """Start the server for ``config`` in its own process group; yield its base URL
     once ``path`` answers 200; kill the whole group (every worker) on the way out."""
+    with serving(config, path, ready_within) as (base, _pid):
+        yield base
+
+
+@contextlib.contextmanager
+def serving(config: ServerConfig, path: str,
+            ready_within: float = 30.0) -> Iterator[tuple[str, int]]:
+    """``running``, yielding the base URL and the server's process id as well (the
+    one process of a single-process server, which a profiler attaches to)."""
     proc = subprocess.Popen([sys.executable, "-m", f"{__package__}.webserver", json.dumps(config)],
                             start_new_session=True, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
     base = f"http://127.0.0.1:{config['port']}"
     try:
         _wait_ready(proc, base + path, ready_within)
-        yield base
+        yield base, proc.pid
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
