@@ -9,6 +9,7 @@ module per experiment, each declaring a ``Scenario`` record, and their registry)
 scenarios' servers and applications), ``systems/`` (what runs the experiment:
 adb's front-ends, adbapi, threads, the asyncio drivers, the C clients, MongoDB's
 clients, each a ``System`` record), and below them ``worlds``, ``mongo``,
-``census``, ``load`` and ``sql``. ``ab`` and ``burst`` are programs of their own.
+``census``, ``load``, ``sql`` and ``interpreters`` (the Pythons a run's systems
+run on, ``--python``). ``ab`` and ``burst`` are programs of their own.
 See docs/benchmarks.md.
 """

@@ -2,22 +2,34 @@
 
 SPEC is JSON (system, scenario, url, rows, pool_size, options). Prints one JSON
 line: the system's figures plus this process's peak RSS and CPU (a scenario that
-``drive``s the system reports only its own), then ends at once, so that threads a
-broken pool left hanging cannot keep it alive. A fresh process per run keeps
-reactors restartable and memory figures honest.
+``drive``s the system reports only its own) and, on an interpreter that can run
+without the GIL, whether it was on at the end (``gil_enabled``: a module may turn it
+back on), then ends at once, so that threads a broken pool left hanging cannot keep
+it alive. A fresh process per run keeps reactors restartable and memory figures
+honest.
+
+``python -m benchmarks.child --probe REQUEST`` (scenario, url, systems) answers,
+for ``benchmarks.interpreters.probe``, what this interpreter is and why each system
+cannot run here, without running anything.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import resource
 import sys
+import sysconfig
+from typing import Any, Optional
+
+import adb
+from adb.url import parse_url
 
 from .scenarios import scenario_for
 from .scenarios.base import Scenario
 from .systems import System
-from .systems.common import Figures, RunSpec
+from .systems.common import Figures, RunSpec, kind_of
 from .worlds import GeventWorld, world
 
 
@@ -65,7 +77,33 @@ def process_figures(rows: int) -> Figures:
             "main_switches_per_row": (main.ru_nvcsw + main.ru_nivcsw) / rows}
 
 
+def gil_enabled() -> Optional[bool]:
+    """Whether the GIL is on now (None: an interpreter before 3.13, where it always is)."""
+    check = getattr(sys, "_is_gil_enabled", None)
+    return bool(check()) if check is not None else None
+
+
+def probe(request: dict[str, Any]) -> dict[str, Any]:
+    """This interpreter as a run would use it: its version, whether it is a
+    free-threaded build and the GIL is on (after importing every scenario and
+    system module), the adb it imports, the URL's driver when it is not installed,
+    and why each system cannot run the scenario here (None: it can)."""
+    kind = kind_of(request["url"])
+    scenario = scenario_for(request["scenario"], kind)
+    driver = None if kind == "mongodb" else parse_url(request["url"]).driver
+    return {"python": sys.version.split()[0], "executable": sys.executable,
+            "free_threaded": bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
+            "gil_enabled": gil_enabled(), "adb": os.path.dirname(adb.__file__ or ""),
+            "driver_missing": (driver if driver and scenario.uses_database
+                               and importlib.util.find_spec(driver) is None else None),
+            "unavailable": {name: scenario.roster[name].unavailable(kind, scenario.name)
+                            for name in request["systems"]}}
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--probe"]:
+        print(json.dumps(probe(json.loads(argv[1]))))
+        return 0
     request = json.loads(argv[0])
     name = request.pop("system")
     spec = RunSpec(**request)
@@ -77,6 +115,8 @@ def main(argv: list[str]) -> int:
     if scenario.drive is None:
         for key, value in process_figures(spec.rows).items():
             result.setdefault(key, value)  # the C clients report their own peak RSS
+    if (gil := gil_enabled()) is not None:
+        result["gil_enabled"] = gil
     print(json.dumps(result))
     return 0
 

@@ -7,8 +7,9 @@ options (``--db --dbhost --dbpasswd --dbuser --pool_size --use_adb --use_adbapi
 --use_tornado --use_txmysql``) still work beside ``--dburl`` and friends.
 
 A wrong option or a database the run cannot use (a bad URL, a refused login, a
-server that does not answer) is one line on stderr and exit status 2, before any
-work. The scenario's tables (``adb_bench_*``) are dropped at the end of the run,
+server that does not answer), or a ``--python`` interpreter that cannot run the
+systems (missing, cannot import adb, lacks the URL's driver), is one line on
+stderr and exit status 2, before any work. The scenario's tables (``adb_bench_*``) are dropped at the end of the run,
 also when it fails or is interrupted, unless ``--keep``.
 """
 
@@ -31,8 +32,9 @@ from adb.errors import ConnectionRejected, ServerUnavailable
 from adb.errors import Error as AdbError
 from adb.url import parse_url
 
-from . import harness, mongo, report
+from . import harness, interpreters, mongo, report
 from .harness import Entry, Run
+from .interpreters import THIS, Interpreter
 from .progress import ProgressUI
 from .report import Summary
 from .scenarios import SCENARIOS, scenario_for
@@ -84,6 +86,11 @@ def parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=600, help="seconds per run before it fails")
     p.add_argument("--keep", action="store_true",
                    help="keep the scenario's adb_bench_* tables after the run (default: dropped)")
+    p.add_argument("--python", metavar="NAME=PATH", action="append", type=interpreter,
+                   default=[], dest="pythons",
+                   help="run every system on this interpreter too, its rows named "
+                        "system@NAME (repeatable: a GIL and a free-threaded build side by "
+                        "side); only the named ones run then; each needs the drivers installed")
     p.add_argument("--list", action="store_true", help="list systems and scenarios, then exit")
     for name, scenario in sorted(SCENARIOS.items()):
         if scenario.add_arguments is not None:
@@ -141,7 +148,18 @@ def parse(argv: Sequence[str], prog: Optional[str] = None) -> argparse.Namespace
     except ValueError as exc:
         p.error(str(exc))
     args.system_names = selected_systems(p, args, scenario)
+    names = [python.name for python in args.pythons]
+    if len(set(names)) < len(names):
+        p.error(f"--python names must differ: {', '.join(names)}")
     return args
+
+
+def interpreter(text: str) -> Interpreter:
+    """``--python NAME=PATH`` (``interpreters.parse``)."""
+    try:
+        return interpreters.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc))
 
 
 def _scenario_arguments(p: argparse.ArgumentParser, scenario: Scenario) -> list[argparse.Action]:
@@ -203,11 +221,15 @@ def main(argv: Optional[Sequence[str]] = None, prog: Optional[str] = None) -> in
         return 2
     with database(args.dburl) as url:
         problem = unusable(url, args.scenario_record)
+        try:
+            probed = probe(args, url) if not problem else {}
+        except interpreters.Unusable as exc:
+            problem = str(exc)
         if problem:  # before any work: nothing is created, nothing runs
             print(f"{prog}: {problem}", file=sys.stderr)
             return 2
         try:
-            outcome = measure(args, url)
+            outcome = measure(args, url, probed)
         except KeyboardInterrupt:
             print(f"\n{prog}: interrupted", file=sys.stderr)
             return 130
@@ -256,6 +278,13 @@ def unusable(url: str, scenario: Scenario) -> Optional[str]:
     except AdbError as exc:
         return f"cannot use {target}: {_first_line(exc)}; fix --dburl"
     return None
+
+
+def probe(args: argparse.Namespace, url: str) -> dict[str, dict[str, Any]]:
+    """``interpreters.probe`` of every ``--python``, by name (none: {}); Unusable
+    names the first that cannot run this run's systems."""
+    return {python.name: interpreters.probe(python, args.scenario, url, args.system_names)
+            for python in args.pythons}
 
 
 def _first_line(exc: BaseException) -> str:
@@ -330,11 +359,12 @@ class Outcome:
     title: str
 
 
-def measure(args: argparse.Namespace, url: str) -> Outcome:
+def measure(args: argparse.Namespace, url: str,
+            probed: Optional[Mapping[str, Mapping[str, Any]]] = None) -> Outcome:
     """Plan the runs, make them (interleaved, each verified), summarise them, and
-    read the environment."""
+    read the environment. ``probed``: what each ``--python`` said of itself."""
     scenario = args.scenario_record
-    matrix, unavailable = plan(scenario, kind_of(url), args)
+    matrix, unavailable = plan(scenario, kind_of(url), args, probed or {})
     started = time.time()
     setting = _setting(scenario, args)
     print(f"{scenario.name}: {setting} on {_describe(url)}", file=sys.stderr)
@@ -343,6 +373,9 @@ def measure(args: argparse.Namespace, url: str) -> Outcome:
                               args.options)
     summary = harness.summary_of(runs)
     env = environment(scenario, url)
+    if probed:
+        env["interpreters"] = {name: {k: v for k, v in found.items() if k != "unavailable"}
+                               for name, found in probed.items()}
     text = report.table(summary, unavailable, args.fields, scenario.baselines, scenario.roster)
     title = f"{scenario.name}, {setting},\n{short_server(env['server'])}, {env['cpu_count']} CPUs"
     return Outcome(scenario, url, setting, started, runs, summary, unavailable, env, text, title)
@@ -365,6 +398,10 @@ def show(outcome: Outcome) -> None:
     print()
     print(f"{outcome.scenario.name}: {outcome.setting}, {short_server(env['server'])}, "
           f"{env['cpu_count']} CPUs, Python {env['python']}")
+    for name, found in env.get("interpreters", {}).items():
+        print(f"  @{name}: Python {found['python']} ({found['executable']})"
+              + (", free-threaded, GIL " + ("on" if found["gil_enabled"] else "off")
+                 if found["free_threaded"] else ""))
     print(outcome.text)
 
 
@@ -391,20 +428,25 @@ def write_files(args: argparse.Namespace, argv: Sequence[str], outcome: Outcome)
         print(f"HTML report: {args.html}")
 
 
-def plan(scenario: Scenario, kind: str,
-         args: argparse.Namespace) -> tuple[list[Entry], dict[str, str]]:
+def plan(scenario: Scenario, kind: str, args: argparse.Namespace,
+         probed: Optional[Mapping[str, Mapping[str, Any]]] = None
+         ) -> tuple[list[Entry], dict[str, str]]:
     """The entries to run (``harness.Entry``) and {name: reason} for those that
-    cannot run here: the system cannot (a missing module, the wrong server), the
-    scenario cannot (a missing tool), or the scenario rules out that system in
-    one of its variants."""
+    cannot run here: the system cannot (a missing module, the wrong server; on a
+    ``--python`` interpreter, as it said of itself in ``probed``), the scenario
+    cannot (a missing tool), or the scenario rules out that system in one of its
+    variants."""
     blocked = scenario.unavailable_reason()
     matrix: list[Entry] = []
     unavailable: dict[str, str] = {}
-    for entry in harness.entries(args.system_names, args.pool_size, args.variants):
+    pythons: list[Interpreter] = args.pythons or [THIS]
+    for entry in harness.entries(args.system_names, args.pool_size, args.variants, pythons):
         system = scenario.roster[entry.system]
-        reason = blocked or system.unavailable(kind, scenario.name)
+        reason = blocked or (probed[entry.python.name]["unavailable"][entry.system]
+                             if probed and entry.python.name
+                             else system.unavailable(kind, scenario.name))
         if reason:  # one line for the system, not one per entry
-            unavailable.setdefault(entry.system, reason)
+            unavailable.setdefault(entry.python.label(entry.system), reason)
         elif reason := _variant_unavailable(scenario, system, kind,
                                             {**args.options, **entry.options}):
             unavailable[entry.name] = reason

@@ -3,7 +3,9 @@
 Round r runs every system once (A B C, A B C, ...), so slow drift on a shared
 machine hits every system alike. Before each run the scenario prepares the
 database; after it the scenario verifies it, and a wrong result is recorded as
-an error, never as a figure.
+an error, never as a figure. Each run may name the interpreter it runs on
+(``benchmarks.interpreters``): then every system runs once per interpreter in
+each round, its rows named ``system@interpreter``.
 """
 
 from __future__ import annotations
@@ -13,11 +15,11 @@ import dataclasses
 import json
 import statistics
 import subprocess
-import sys
 import threading
 import time
 from typing import Any, Iterable, Mapping, Optional, Protocol, Sequence
 
+from .interpreters import THIS, Interpreter
 from .report import Summary
 from .scenarios.base import Progress, Scenario, Variant, WrongResult
 from .systems.common import Figures, Options
@@ -25,24 +27,29 @@ from .systems.common import Figures, Options
 
 @dataclasses.dataclass(frozen=True)
 class Entry:
-    """One row of the report: a system at one pool size in one of the scenario's
-    variants (iibench's modes, say); ``name`` is how the report shows it."""
+    """One row of the report: a system on one interpreter at one pool size in one of
+    the scenario's variants (iibench's modes, say); ``name`` is how the report
+    shows it."""
 
     name: str
     system: str
     pool_size: int
     variant: str = ""
     options: Options = dataclasses.field(default_factory=dict, hash=False, compare=False)
+    python: Interpreter = THIS
 
 
 def entries(systems: Sequence[str], pool_sizes: Sequence[int],
-            variants: Sequence[Variant] = (("", {}),)) -> list[Entry]:
-    """Every system in every variant at every pool size; the pool size is in the
-    name only when there is more than one."""
-    return [Entry(" ".join(filter(None, [system, variant]))
+            variants: Sequence[Variant] = (("", {}),),
+            pythons: Sequence[Interpreter] = (THIS,)) -> list[Entry]:
+    """Every system on every interpreter in every variant at every pool size (a
+    system's interpreters side by side); the interpreter is in the name when it is
+    not this one (``threads@ft``), the pool size only when there is more than one."""
+    return [Entry(" ".join(filter(None, [python.label(system), variant]))
                   + (f" @{pool}" if len(pool_sizes) > 1 else ""), system, pool, variant,
-                  dict(options))
-            for system in systems for variant, options in variants for pool in pool_sizes]
+                  dict(options), python)
+            for system in systems for python in pythons for variant, options in variants
+            for pool in pool_sizes]
 
 
 @dataclasses.dataclass
@@ -55,6 +62,7 @@ class Run:
     base: str = ""       # the system itself
     pool_size: int = 0
     variant: str = ""
+    python: str = ""     # the interpreter's name ("": the one running the benchmark)
 
 
 #: what one run gives: ok, its figures, and the error if it failed
@@ -63,19 +71,20 @@ Outcome = tuple[bool, Figures, str]
 
 def run_once(system: str, scenario: Scenario, url: str, rows: int, pool_size: int,
              timeout: float, progress: Optional[Progress] = None,
-             options: Optional[Options] = None) -> Outcome:
+             options: Optional[Options] = None, python: Interpreter = THIS) -> Outcome:
     """Prepare, run ``system``, verify. Returns a Run's fields (ok, figures, error).
 
-    The run happens in a child process (``benchmarks.child``), inside what the
-    scenario ``arrange``s for it, unless the scenario drives it from here with
-    ``launch`` (the web scenarios: a server process group and a load tool);
-    either way a wrong result is an error, never a figure.
+    The run happens in a child process (``benchmarks.child``) on ``python``,
+    inside what the scenario ``arrange``s for it, unless the scenario drives it
+    from here with ``launch`` (the web scenarios: a server process group on
+    ``python`` and a load tool); either way a wrong result is an error, never a
+    figure.
     """
     options = options or {}
     scenario.prepare(url, rows)
     if scenario.launch is not None:
         try:
-            figures = scenario.launch(system, url, pool_size, options, progress)
+            figures = scenario.launch(system, url, pool_size, options, progress, python)
         except Exception as exc:  # the server or the load tool failed: an error row
             return False, {}, _failure(exc)
     else:
@@ -87,7 +96,7 @@ def run_once(system: str, scenario: Scenario, url: str, rows: int, pool_size: in
             if scenario.run_timeout is not None:
                 timeout = scenario.run_timeout(options)
             ok, figures, error = _in_child(system, scenario, url, rows, pool_size, timeout,
-                                           progress, child_options)
+                                           progress, child_options, python)
         if not ok:
             return ok, figures, error
     try:
@@ -103,12 +112,13 @@ def _failure(exc: Exception) -> str:
 
 
 def _in_child(system: str, scenario: Scenario, url: str, rows: int, pool_size: int,
-              timeout: float, progress: Optional[Progress], options: Options) -> Outcome:
+              timeout: float, progress: Optional[Progress], options: Options,
+              python: Interpreter = THIS) -> Outcome:
     request = {"system": system, "scenario": scenario.name, "url": url, "rows": rows,
                "pool_size": pool_size, "options": options}
     watcher = _Watcher(scenario.table, url, progress) if progress and scenario.table else None
     try:
-        proc = subprocess.run([sys.executable, "-m", f"{__package__}.child", json.dumps(request)],
+        proc = subprocess.run(python.command("child", json.dumps(request)), env=python.env(),
                               capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return False, {}, f"timed out after {timeout} s"
@@ -170,11 +180,12 @@ def run_matrix(matrix: Sequence[Entry], scenario: Scenario, url: str, rows: int,
             start = time.perf_counter()
             ok, figures, error = run_once(entry.system, scenario, url, rows, entry.pool_size,
                                           timeout, progress=bar.update_to,
-                                          options={**(options or {}), **entry.options})
+                                          options={**(options or {}), **entry.options},
+                                          python=entry.python)
             figures.setdefault("wall_seconds", time.perf_counter() - start)
             bar.finish(ok, figures, error)
             runs.append(Run(entry.name, round_, ok, figures, error, entry.system,
-                            entry.pool_size, entry.variant))
+                            entry.pool_size, entry.variant, entry.python.name))
     return runs
 
 
@@ -229,12 +240,14 @@ def spread(figures: Sequence[float], values: bool = False) -> dict[str, Any]:
 
 def summary_of(runs: Sequence[Run]) -> Summary:
     """The benchmark's summary of ``run_matrix``'s runs: per entry its system, pool
-    size, variant and number of runs, then ``summarise``'s errors and figures."""
+    size, variant, interpreter (its name; "": this one) and number of runs, then
+    ``summarise``'s errors and figures."""
     heads: Summary = {}
     for run in runs:
         head = heads.setdefault(run.system, {"system": run.base or run.system,
                                              "pool_size": run.pool_size,
-                                             "variant": run.variant, "runs": 0})
+                                             "variant": run.variant, "python": run.python,
+                                             "runs": 0})
         head["runs"] += 1
     figures = summarise(Measured(run.system, run.figures, None if run.ok else run.error)
                         for run in runs)

@@ -165,10 +165,11 @@ def _possessive(name: str) -> str:
 def _baseline(summary: Summary, entry: Mapping[str, Any], system: str,
               key: str) -> Optional[float]:
     """The median of ``key`` for ``system`` in the same variant and pool size as
-    ``entry``, or None."""
+    ``entry``, on the same interpreter, or None."""
     for other in summary.values():
         if (other.get("system") == system and other.get("variant") == entry.get("variant")
-                and other.get("pool_size") == entry.get("pool_size")):
+                and other.get("pool_size") == entry.get("pool_size")
+                and other.get("python", "") == entry.get("python", "")):
             return other.get(key, {}).get("median")
     return None
 

@@ -2,8 +2,9 @@
 (``WebServer``), and starting and stopping the server process.
 
 The server itself is another program (``python -m benchmarks.webserver CONFIG``):
-``running`` starts it in its own process group, waits until it answers, and kills
-the whole group (every worker) afterwards.
+``running`` starts it in its own process group, on the interpreter the run names
+(``benchmarks.interpreters``; its workers follow it), waits until it answers, and
+kills the whole group (every worker) afterwards.
 """
 
 from __future__ import annotations
@@ -16,11 +17,11 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
 from typing import Iterator, Optional
 
+from .interpreters import THIS, Interpreter
 from .systems import ALL, SYSTEMS
 from .webapps import ServerConfig
 
@@ -69,19 +70,21 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def running(config: ServerConfig, path: str, ready_within: float = 30.0) -> Iterator[str]:
-    """Start the server for ``config`` in its own process group; yield its base URL
-    once ``path`` answers 200; kill the whole group (every worker) on the way out."""
-    with serving(config, path, ready_within) as (base, _pid):
+def running(config: ServerConfig, path: str, ready_within: float = 30.0,
+            python: Interpreter = THIS) -> Iterator[str]:
+    """Start the server for ``config`` on ``python`` in its own process group; yield
+    its base URL once ``path`` answers 200; kill the whole group (every worker) on
+    the way out."""
+    with serving(config, path, ready_within, python) as (base, _pid):
         yield base
 
 
 @contextlib.contextmanager
-def serving(config: ServerConfig, path: str,
-            ready_within: float = 30.0) -> Iterator[tuple[str, int]]:
+def serving(config: ServerConfig, path: str, ready_within: float = 30.0,
+            python: Interpreter = THIS) -> Iterator[tuple[str, int]]:
     """``running``, yielding the base URL and the server's process id as well (the
     one process of a single-process server, which a profiler attaches to)."""
-    proc = subprocess.Popen([sys.executable, "-m", f"{__package__}.webserver", json.dumps(config)],
+    proc = subprocess.Popen(python.command("webserver", json.dumps(config)), env=python.env(),
                             start_new_session=True, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
     base = f"http://127.0.0.1:{config['port']}"

@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 from typing import Any, Awaitable, Callable, ContextManager, Iterator, Mapping, Optional
 
+from ..interpreters import Interpreter
 from ..report import Field, Summary
 from ..systems import ALL, SYSTEMS, Entrant, System
 from ..systems.common import Figures, Options, RunSpec
@@ -66,8 +67,9 @@ class Scenario:
     process, over the system's ``Calls`` (``MongoCalls`` for a MongoDB scenario)
     in the system's world; it returns the run's figures. A scenario that is not a
     client workload (the web scenarios load a server with a tool) gives
-    ``launch(name, url, pool_size, options, progress)`` instead, run in the parent
-    for each server of its own ``roster``. A scenario that breaks the system
+    ``launch(name, url, pool_size, options, progress, python)`` instead, run in
+    the parent for each server of its own ``roster``, its server processes on the
+    interpreter ``python``. A scenario that breaks the system
     rather than running calls over it (faults) gives ``drive(system, spec)``,
     run in the child like ``run``, with ``arrange`` around the child in the
     parent. Either way ``prepare(url, rows)`` runs
@@ -82,7 +84,8 @@ class Scenario:
     prepare: Callable[[str, int], None]
     verify: Callable[[str, int, Optional[Figures]], None]
     run: Optional[Callable[[Any, RunSpec], Awaitable[Figures]]] = None
-    launch: Optional[Callable[[str, str, int, Options, Optional[Progress]], Figures]] = None
+    launch: Optional[Callable[[str, str, int, Options, Optional[Progress], Interpreter],
+                              Figures]] = None
     #: instead of ``run``: the run in the child, given the system itself (faults:
     #: opens its pool with ``System.open_pool``, breaks it, checks it); its figures
     #: are all its own (no process figures are added)

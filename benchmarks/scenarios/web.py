@@ -24,6 +24,7 @@ from typing import Optional
 import adb.sync
 
 from .. import load, webroster
+from ..interpreters import THIS, Interpreter
 from ..report import Field, Summary, line_chart
 from ..sql import WEB_TABLE, placeholder
 from ..systems.common import Figures, Options
@@ -123,15 +124,16 @@ def prepare(url: str, rows: int) -> None:
 
 
 def launch(name: str, url: str, pool_size: int, options: Options,
-           progress: Optional[Progress] = None) -> Figures:
-    """Start server ``name``, check samples, load it level by level, stop it."""
+           progress: Optional[Progress] = None, python: Interpreter = THIS) -> Figures:
+    """Start server ``name`` (on ``python``), check samples, load it level by level,
+    stop it."""
     server = ROSTER[name]
     duration = int(options.get("duration", 10))
     loop = event_loop(options)
     config = server.config(url, pool_size, int(options.get("processes", 1)), free_port(), loop)
     expected = _table(url)
     figures: Figures = {"processes": config["processes"]}
-    with running(config, "/db?id=1") as base:
+    with running(config, "/db?id=1", python=python) as base:
         figures["loop"] = _serving_loop(base, server, loop)
         figures["sampled_ok"], figures["sampled_bad"] = _sample(base, expected)
         load.wrk(base + "/db", min(8, min(levels(options))), 1)  # primer

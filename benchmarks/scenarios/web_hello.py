@@ -15,6 +15,7 @@ import os
 from typing import Optional
 
 from .. import load, webroster
+from ..interpreters import THIS, Interpreter
 from ..systems.common import Figures, Options
 from ..webroster import WebServer, free_port, running
 from .base import Progress, Scenario, WrongResult
@@ -49,9 +50,9 @@ def prepare(url: str, rows: int) -> None:
 
 
 def launch(name: str, url: str, pool_size: int, options: Options,
-           progress: Optional[Progress] = None) -> Figures:
+           progress: Optional[Progress] = None, python: Interpreter = THIS) -> Figures:
     config = ROSTER[name].config(url, pool_size, int(options.get("workers", 1)), free_port())
-    with running(config, "/plaintext") as base:
+    with running(config, "/plaintext", python=python) as base:
         load.ab(base + "/plaintext", 100, 10)  # warm-up
         figures = load.ab(base + "/plaintext", int(options.get("requests", 1000)),
                           int(options.get("concurrency", 10)))

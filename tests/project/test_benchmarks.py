@@ -212,6 +212,91 @@ def test_sequential_scenario_runs_on_every_system_unchanged(kind, tmp_path):
         assert entry["errors"] == []
 
 
+def _recording_python(tmp_path, name):
+    """An interpreter (this one, behind a script) that logs every command it runs:
+    what a run started on it."""
+    log = tmp_path / f"{name}.log"
+    script = tmp_path / name
+    script.write_text(f'#!/bin/sh\necho "$@" >> {log}\nexec {sys.executable} "$@"\n')
+    script.chmod(0o755)
+    return str(script), log
+
+
+def test_python_runs_every_system_once_per_named_interpreter(tmp_path):
+    """``--python NAME=PATH`` twice: each system runs on both, its rows named
+    ``system@NAME``, its child started by that interpreter; the environment
+    records what each interpreter is; ratios stay within one interpreter."""
+    one, one_log = _recording_python(tmp_path, "one")
+    two, two_log = _recording_python(tmp_path, "two")
+    out = tmp_path / "py.json"
+    code = cli.main(["--dburl", f"sqlite:///{tmp_path}/p.db", "--rows", "150", "--pool_size",
+                     "3", "--systems", "adb-asyncio,threads", "--python", f"one={one}",
+                     "--python", f"two={two}", "--json", str(out)])
+    document = json.loads(out.read_text())
+    assert code == 0, document["summary"]
+    labels = ["adb-asyncio@one", "adb-asyncio@two", "threads@one", "threads@two"]
+    assert list(document["summary"]) == labels
+    for label in labels:
+        entry = document["summary"][label]
+        assert entry["errors"] == [] and entry["rows_per_s"]["median"] > 0
+        assert entry["python"] == label.split("@")[1]
+        assert entry["system"] == label.split("@")[0]
+    assert {run["python"] for run in document["runs"]} == {"one", "two"}
+    for log in (one_log, two_log):
+        commands = log.read_text().splitlines()
+        assert sum("benchmarks.child --probe" in c for c in commands) == 1
+        assert sum(c.startswith("-m benchmarks.child {") for c in commands) == 2, commands
+    found = document["environment"]["interpreters"]
+    assert set(found) == {"one", "two"}
+    assert found["one"]["python"] == sys.version.split()[0] and not found["one"]["driver_missing"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--python", "gone=/no/such/python"],
+     "--python gone=/no/such/python: cannot run it: [Errno 2] No such file or directory"),
+    (["--python", "no=/bin/false"],
+     "--python no=/bin/false: cannot run the benchmark's child there: exit status 1"),
+])
+def test_python_that_cannot_run_the_systems_stops_the_run(argv, message, tmp_path, capsys):
+    """A missing interpreter, or one that cannot start the benchmark's child
+    (cannot import adb, say), is one line and exit status 2 before any work."""
+    code = cli.main(["--dburl", f"sqlite:///{tmp_path}/x.db", "--rows", "10", *argv],
+                    prog="adb-benchmark")
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith(f"adb-benchmark: {message}"), err
+    assert len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "x.db").exists() or not _tables(f"sqlite:///{tmp_path}/x.db")
+
+
+def _tables(url):
+    with adb.sync.Database(url, pool_size=1) as db:
+        return db.runQuery("select name from sqlite_master where type = 'table'")
+
+
+def test_python_without_the_urls_driver_stops_the_run(tmp_path, capsys):
+    """An interpreter without the URL's driver (a bare venv: no PyMySQL) is named,
+    with the driver, in one line and exit status 2."""
+    require_server("mysql")
+    bare = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    code = cli.main(["--dburl", URLS["mysql"], "--rows", "10", "--systems", "threads",
+                     "--python", f"bare={bare}/bin/python"], prog="adb-benchmark")
+    err = capsys.readouterr().err
+    assert code == 2 and "the URL's driver, pymysql, is not installed there" in err, err
+    assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--python", "a=/x", "--python", "a=/y"], "--python names must differ: a, a"),
+    (["--python", "a@b=/x"], "an interpreter's name has no '@'"),
+    (["--python", "=/x"], "must be NAME=PATH"),
+])
+def test_bad_python_options_are_refused(argv, message, capsys):
+    with pytest.raises(SystemExit):
+        cli.parse(argv)
+    assert message in capsys.readouterr().err
+
+
 def test_blocking_world_runs_calls_from_its_threads_in_order():
     import threading
 
@@ -300,6 +385,22 @@ def test_web_scenario_loads_every_server_and_checks_its_answers(kind, tmp_path):
         assert loop == "twisted reactor" if framework == "twisted-web" else \
             loop.startswith("asyncio.") and "uvloop" not in loop, (run["system"], loop)
     assert chart.read_text().startswith("<?xml") and "asyncio loop" in chart.read_text()
+
+
+def test_web_servers_run_on_the_named_python(tmp_path):
+    """``--python``: the web scenario's server process (and its workers) start on
+    the named interpreter; its rows carry its name."""
+    _require_tool("wrk")
+    one, log = _recording_python(tmp_path, "one")
+    out = tmp_path / "web.json"
+    code = cli.main(["--scenario", "web", "--dburl", f"sqlite:///{tmp_path}/w.db",
+                     "--duration", "1", "--connections", "4", "--pool_size", "2",
+                     "--systems", "tornado+adb", "--python", f"one={one}", "--json", str(out)])
+    document = json.loads(out.read_text())
+    assert code == 0, document["summary"]
+    assert list(document["summary"]) == ["tornado+adb@one"]
+    assert document["summary"]["tornado+adb@one"]["rps_c4"]["median"] > 0
+    assert sum("benchmarks.webserver" in c for c in log.read_text().splitlines()) == 1
 
 
 @pytest.mark.parametrize("kind", ["postgresql", "mysql"])
