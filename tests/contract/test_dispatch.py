@@ -11,14 +11,14 @@ and has the worker on it by the time the job is queued.
 
 from queue import SimpleQueue
 
-from adb.dispatch import WAKE, Dispatch
+from adb.dispatch import WAKE, Dispatch, Queued
 
 
 class Sleeper:
     """A worker as the dispatch sees it: an inbox."""
 
     def __init__(self):
-        self.inbox = SimpleQueue()
+        self.inbox: SimpleQueue[Queued] = SimpleQueue()
 
 
 class RegistersAfterTheFirstLook(list):
