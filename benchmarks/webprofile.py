@@ -58,7 +58,7 @@ from typing import Any
 
 import adb.sync
 
-from . import load
+from . import cli, load
 from .scenarios import web
 from .sql import WEB_TABLE
 from .webapps import LOOPS, WORLD_ROWS
@@ -339,11 +339,6 @@ def ensure_table(url: str) -> bool:
     return True
 
 
-def drop_table(url: str) -> None:
-    with adb.sync.Database(url, pool_size=1) as db:
-        db.runOperation(f"drop table if exists {WEB_TABLE}")
-
-
 def table(results: Sequence[dict[str, Any]]) -> str:
     """µs of CPU per request by component, one column per system; then the totals,
     requests/s (profiled, and the reference run's) and the sample counts."""
@@ -420,7 +415,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"{results[-1]['rps']:,.0f} req/s profiled", file=sys.stderr)
     finally:
         if made:
-            drop_table(args.dburl)
+            cli.drop_tables("webprofile", args.dburl, (WEB_TABLE,))
     print(table(results))
     if args.json:
         with open(args.json, "w") as out:
