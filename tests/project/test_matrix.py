@@ -55,8 +55,14 @@ def test_every_core_test_module_exists():
         assert (ROOT / path).is_file(), path
 
 
-def test_ci_runs_the_matrix_after_the_readme_command():
+def test_ci_runs_the_matrix_beside_the_other_phases_after_the_readme_command():
     lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
     readme = next(i for i, line in enumerate(lines) if line.endswith(".venv/bin/python -m pytest"))
-    assert "bash .ci/matrix" in lines[readme + 1:]
+    after = lines[readme + 1:]
+    loops = [line for line in after if line.startswith("for phase in ")]
+    assert len(loops) == 2 and loops[0] == loops[1]  # started, then waited for, each one
+    phases = loops[0].removeprefix("for phase in ").removesuffix("; do").split()
+    assert phases == ["matrix", "compiled", "run-freethreaded"]
+    assert all((ROOT / ".ci" / phase).is_file() for phase in phases)
+    assert '[ "$status" -eq 0 ] || failed+=("$phase")' in after and "exit 1" in after
     assert "-s core" in (ROOT / ".ci" / "matrix").read_text()
