@@ -5,8 +5,9 @@ The race needs a worker to register as idle just after the caller looked at the
 idle stack and to look at the shared queue just before the caller's ``put``. With
 the interpreter lock that window is a few bytecodes wide; on a free-threaded build
 it lost one call in about 300,000 sequential calls (``tests/stress``). Here the
-interleaving is forced: the idle stack answers "empty" to the caller's first look
-and has the worker on it by the time the job is queued.
+interleaving is forced: the shared queue lets the worker register as idle just
+before it takes the caller's job (a queue subclass: the compiled build calls its
+methods as the pure one does).
 """
 
 from queue import SimpleQueue
@@ -21,30 +22,25 @@ class Sleeper:
         self.inbox: SimpleQueue[Queued] = SimpleQueue()
 
 
-class RegistersAfterTheFirstLook(list):
-    """An idle stack whose first truth test answers from before ``worker``
-    registered, and which holds it from then on: the worker registered, looked at
-    the still-empty shared queue and went to sleep, all between the caller's look
-    and its ``put``."""
+class WorkerRegistersBeforeThePut(SimpleQueue):
+    """The shared queue, at the moment the caller (who found nobody idle) puts its
+    job: ``worker`` has just registered as idle, having looked at this still-empty
+    queue, and is going to sleep on its inbox."""
 
-    def __init__(self, worker):
+    def __init__(self, dispatch, worker):
         super().__init__()
-        self.worker = worker
-        self.looks = 0
+        self.dispatch, self.worker = dispatch, worker
 
-    def __bool__(self):
-        self.looks += 1
-        if self.looks == 1:
-            self.append(self.worker)
-            return False
-        return len(self) > 0
+    def put(self, item, block=True, timeout=None):
+        assert self.empty()  # what the worker saw when it looked
+        self.dispatch.add_idle(self.worker)
+        super().put(item, block, timeout)
 
 
 def test_a_job_queued_while_a_worker_registers_wakes_it():
     dispatch = Dispatch()
     worker = Sleeper()
-    assert dispatch.queue.empty()  # what the worker saw when it looked
-    dispatch.idle = RegistersAfterTheFirstLook(worker)
+    dispatch.queue = WorkerRegistersBeforeThePut(dispatch, worker)
     job = ("the job",)
     dispatch.submit(job)
     assert dispatch.queue.get_nowait() == job  # the job waits in the shared queue
