@@ -66,6 +66,9 @@ class Handback(Protocol):
     def largest_batch(self) -> Optional[int]:
         """The most results settled in one drain (None: no batches)."""
 
+    def backlog(self) -> int:
+        """Results queued here and not yet settled (the caller has not seen them)."""
+
     def __call__(self, future: Any, ok: bool, value: Any) -> None:
         """Queue one result for settling."""
 
@@ -111,6 +114,10 @@ class BatchedHandback:
         self.polls = 0    # drains the saturation timer caused
         self.settled = 0
         self.largest_batch = 0
+
+    def backlog(self) -> int:
+        """Results a worker queued that no drain has settled yet (any thread)."""
+        return len(self._pending)
 
     def __call__(self, future: Any, ok: bool, value: Any) -> None:
         """Queue one result (worker thread)."""
@@ -210,6 +217,10 @@ class DirectHandback:
         self._settle = settle
         self._after = after
         self.settled = 0
+
+    def backlog(self) -> int:
+        """Nothing waits here: each result is settled as it comes."""
+        return 0
 
     def __call__(self, future: Any, ok: bool, value: Any) -> None:
         self._settle(future, ok, value)
