@@ -95,6 +95,8 @@ def run(model, signum, mid_query, tmp):
     env = dict(os.environ, TMPDIR=str(tmp), ADB_DEPLOY_APP=app, PYTHONPATH=f"{ROOT}:{APPS}",
                ADB_DEPLOY_URL=f"{URLS['postgresql']}?application_name={app}",
                ADB_DEPLOY_SLEEP=SLEEP if mid_query else "select 1",
+               ADB_DEPLOY_DBAPI="psycopg" if URLS["postgresql"].startswith("postgresql+psycopg")
+               else "psycopg2",
                ADB_DEPLOY_PRELOADED="1" if model == "gunicorn-preload" else "")
     log = open(tmp / "output.log", "wb")
     proc = subprocess.Popen(argv, env=env, cwd=tmp, stdout=log, stderr=subprocess.STDOUT,

@@ -8,7 +8,9 @@ from twisted.internet import reactor
 from adb.twisted import ConnectionPool
 
 url_app = os.environ["ADB_DEPLOY_APP"]
-pool = ConnectionPool("psycopg2", host="127.0.0.1", user="root", dbname="test",
+# the module by name, as adbapi takes it: psycopg2, or psycopg where psycopg2 cannot load
+# (the free-threaded build)
+pool = ConnectionPool(os.environ.get("ADB_DEPLOY_DBAPI", "psycopg2"), host="127.0.0.1", user="root", dbname="test",
                       application_name=url_app, cp_min=2, cp_max=4)
 
 
