@@ -18,13 +18,11 @@ of its own once ``condition()`` holds: the test's thread may be the one blocked
 waiting for the gated calls (adb.sync's close).
 """
 
+import importlib
 import threading
 import time
 import uuid
 from typing import Any, Callable, Optional
-
-import psycopg2
-import pymysql
 
 from .conftest import server_kwargs_of
 
@@ -43,14 +41,20 @@ class Gate:
         self.options: dict[str, Any] = {}
         if self.kind == "postgresql":
             key = uuid.uuid4().int % 2**62  # never another test's (the server is shared)
-            self._holder = psycopg2.connect(**server_kwargs_of(target.url))
+            # the target's own driver: psycopg2 is not there on a free-threaded Python
+            module = importlib.import_module("psycopg" if target.driver == "psycopg"
+                                             else "psycopg2")
+            kwargs = server_kwargs_of(target.url)
+            if module.__name__ == "psycopg":
+                kwargs["dbname"] = kwargs.pop("database")
+            self._holder = module.connect(**kwargs)
             self._holder.autocommit = True
             self._holder.cursor().execute("select pg_advisory_lock(%s)", (key,))
             self.sql = f"select 1 from pg_advisory_xact_lock_shared({key})"
         elif self.kind == "mysql":
             name = "adb_gate_" + uuid.uuid4().hex
             kwargs = server_kwargs_of(target.url)
-            self._holder = pymysql.connect(autocommit=True, **kwargs)
+            self._holder = importlib.import_module("pymysql").connect(autocommit=True, **kwargs)
             cursor = self._holder.cursor()
             cursor.execute("select get_lock(%s, 0)", (name,))
             assert cursor.fetchone() == (1,), "the gate's lock is someone else's"
