@@ -15,6 +15,7 @@ from typing import Any
 import weakref
 
 import pytest
+from twisted.python.failure import Failure
 
 import adb
 import adb.sync
@@ -46,6 +47,14 @@ def _in_child(body, limit=10.0):
     pytest.fail(f"the forked child did not exit within {limit} s")
 
 
+def _until(condition, what, limit=20.0):
+    """Poll ``condition()`` until it holds; fail after ``limit`` s, naming ``what``."""
+    deadline = time.monotonic() + limit
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
 def _backends(app):
     """How many PostgreSQL backends run under application_name ``app``."""
     with adb.sync.Database(URLS["postgresql"], pool_size=1) as admin:
@@ -71,12 +80,13 @@ def test_close_in_a_forked_child_returns_at_once_and_leaves_the_parents_connecti
         closing = None
     try:
         assert db.runQueryValue("select 1") == 1
+        _until(lambda: db.stats()["connected"] == 2, "both connections open")
         if front == "sync":
             def child():
                 assert closing is not None
                 started = time.monotonic()
                 closing.close()
-                assert time.monotonic() - started < 1
+                assert time.monotonic() - started < 5  # a hang is killed at 10 s
                 assert closing.closed
         else:
             made = {"asyncio": adb.Database, "tornado": adb.tornado.Database,
@@ -91,13 +101,18 @@ def test_close_in_a_forked_child_returns_at_once_and_leaves_the_parents_connecti
                     assert fired == [None]
                 else:
                     asyncio.run(other.close())
-                assert time.monotonic() - started < 1
+                assert time.monotonic() - started < 5  # a hang is killed at 10 s
                 assert other.closed
+        closed, resolve = (db, _same) if front == "sync" else (other, _resolver(front, other))
+        before = _pids(closed, resolve)
         assert _in_child(child) == 0
-        time.sleep(0.3)  # a goodbye sent on a shared socket would end the backend by now
+        # each connection the child closed answers with its backend of before: the
+        # server reads a goodbye sent on a shared socket before this statement
+        assert _pids(closed, resolve) == before
+        assert closed.stats()["reconnects"] == 0
         assert db.runQueryValue("select 1") == 1
         assert db.stats()["reconnects"] == 0
-        assert _backends(app) >= 2
+        assert _backends(app) == (2 if front == "sync" else 4)
     finally:
         db.close()
         if front != "sync":
@@ -107,12 +122,44 @@ def test_close_in_a_forked_child_returns_at_once_and_leaves_the_parents_connecti
 _others: dict[int, Any] = {}
 
 
+def _pids(db, resolve):
+    """The backend pid of each connection of ``db`` (a pool of two), sorted: each
+    worker pinned by a transaction of its own answers on its connection (a
+    connection whose backend has gone fails here). ``resolve`` gives the value of
+    one of ``db``'s calls."""
+    txs = [resolve(db.beginTransaction()) for _ in range(2)]
+    try:
+        return sorted(resolve(db.runQueryValue("select pg_backend_pid()", tx=tx)) for tx in txs)
+    finally:
+        for tx in txs:
+            resolve(db.rollbackTransaction(tx))
+
+
+def _same(value):
+    return value
+
+
+def _resolver(front, other):
+    """``resolve`` for ``_pids`` on a Database made by ``_made_before_fork``."""
+    if front != "twisted":
+        return _others[id(other)].run_until_complete
+
+    def resolve(deferred):  # it fires in a worker thread: the reactor never runs
+        done, box = threading.Event(), []
+        deferred.addBoth(lambda result: (box.append(result), done.set()))
+        assert done.wait(20), "a call of the Twisted Database never fired"
+        if isinstance(box[0], Failure):
+            box[0].raiseException()
+        return box[0]
+    return resolve
+
+
 def _made_before_fork(front, made, url):
     """A Database of ``front``, connected, whose pool the child inherits."""
     if front == "twisted":
         other = adb.twisted.Database(url, pool_size=2, reactor=_Reactor())
         other.runQueryValue("select 1")  # Deferreds fire on a reactor we never run
-        time.sleep(0.5)
+        _until(lambda: other.stats()["connected"] == 2, "both connections open")
         return other
 
     async def connect():
@@ -147,6 +194,19 @@ class _Reactor:
         return timer
 
 
+def _adbapi_pids(pool, loop):
+    """``_pids`` for the drop-in: two interactions that meet at a barrier, so each
+    runs on a connection of its own, run on the reactor's loop."""
+    barrier = threading.Barrier(2, timeout=20)
+
+    def pid(cursor):
+        barrier.wait()
+        cursor.execute("select pg_backend_pid()")
+        return cursor.fetchone()[0]
+    both = [pool.runInteraction(pid).asFuture(loop) for _ in range(2)]
+    return sorted(loop.run_until_complete(asyncio.wait_for(asyncio.gather(*both), 30)))
+
+
 def _adbapi_child_close(app):
     """The drop-in: a started pool, finalClose() (what the reactor's shutdown and
     close() run) in a forked child."""
@@ -158,17 +218,15 @@ def _adbapi_child_close(app):
                                       cp_reactor=reactor)
     try:
         pool.start()
-        deadline = time.monotonic() + 5
-        while pool.stats()["connected"] < 2 and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert pool.stats()["connected"] == 2
+        _until(lambda: pool.stats()["connected"] == 2, "both connections open")
 
         def child():
             started = time.monotonic()
             pool.close()
-            assert time.monotonic() - started < 1
+            assert time.monotonic() - started < 5  # a hang is killed at 10 s
+        before = _adbapi_pids(pool, loop)
         assert _in_child(child) == 0
-        time.sleep(0.3)
+        assert _adbapi_pids(pool, loop) == before  # see _pids
         assert _backends(app) == 2
         assert pool.stats()["reconnects"] == 0
     finally:
@@ -205,35 +263,55 @@ def test_ctrl_c_during_a_blocking_call_cancels_its_statement(kind):
     pool of one runs at once instead of after the sleep."""
     require_server(kind)
     marker = f"adb_ctrl_c_{uuid.uuid4().hex[:10]}"
-    sleep = "select pg_sleep(4)" if kind == "postgresql" else "select sleep(4)"
+    sleep = "select pg_sleep(10)" if kind == "postgresql" else "select sleep(10)"
     db = adb.sync.Database(URLS[kind], pool_size=1)
     main = threading.main_thread().ident
     # Ctrl-C's own handler, whatever an earlier test (a reactor) installed
     handler = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         db.runQueryValue("select 1")
-        timer = threading.Timer(0.3, signal.pthread_kill, (main, signal.SIGINT))
-        timer.start()
+        # Ctrl-C once the server runs the statement (its own view), not after a
+        # guess at how long getting there takes
+        interrupt = threading.Thread(target=_when_running, daemon=True, args=(
+            kind, marker, lambda: signal.pthread_kill(main, signal.SIGINT)))
+        interrupt.start()
         with pytest.raises(KeyboardInterrupt):
             db.runQuery(f"{sleep} /* {marker} */")
+        interrupt.join(20)
         started = time.monotonic()
         assert db.runQueryValue("select 1") == 1
-        assert time.monotonic() - started < 1.5
+        assert time.monotonic() - started < 5  # not after the rest of the 10 s sleep
         assert _running(kind, marker) == 0
     finally:
         signal.signal(signal.SIGINT, handler)
         db.close()
 
 
-def _running(kind, marker):
-    with adb.sync.Database(URLS[kind], pool_size=1) as admin:
-        if kind == "postgresql":
-            return admin.runQueryValue(
-                "select count(*) from pg_stat_activity where query like %s and pid <> "
-                "pg_backend_pid()", (f"%/* {marker} */%",))
+def _running(kind, marker, admin=None):
+    """How many statements marked ``marker`` the server runs (asked on ``admin``,
+    else on a Database of its own)."""
+    if admin is None:
+        with adb.sync.Database(URLS[kind], pool_size=1) as own:
+            return _running(kind, marker, own)
+    if kind == "postgresql":
         return admin.runQueryValue(
-            "select count(*) from information_schema.processlist where info like %s "
-            "and id <> connection_id()", (f"%/* {marker} */%",))
+            "select count(*) from pg_stat_activity where query like %s and pid <> "
+            "pg_backend_pid()", (f"%/* {marker} */%",))
+    return admin.runQueryValue(
+        "select count(*) from information_schema.processlist where info like %s "
+        "and id <> connection_id()", (f"%/* {marker} */%",))
+
+
+def _when_running(kind, marker, then, limit=20.0):
+    """Call ``then()`` once the server runs a statement marked ``marker``; never if
+    it has not within ``limit`` s (the call then ends uninterrupted: the test fails)."""
+    with adb.sync.Database(URLS[kind], pool_size=1) as admin:
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline:
+            if _running(kind, marker, admin):
+                then()
+                return
+            time.sleep(0.01)
 
 
 def _started_pool_on_a_dropped_reactor():
@@ -259,7 +337,7 @@ def test_an_unreferenced_dropin_pool_is_collected_with_its_threads():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         pools = [_started_pool_on_a_dropped_reactor() for _ in range(5)]
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             gc.collect()
             alive = sum(ref() is not None for ref in pools)  # this test's pools only
@@ -281,7 +359,7 @@ def test_a_dropped_database_stops_its_threads_and_removes_its_file():
     with pytest.warns(ResourceWarning, match="unclosed"):
         del db
         gc.collect()
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 20
     while (threading.active_count() > before or os.path.exists(path)) \
             and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -10,6 +10,7 @@ statement failed).
 
 import asyncio
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -398,7 +399,7 @@ async def test_lost_unit_error_names_the_unit(pg_url, table_name):
         futures = [db.runOperation(slow, (k,)) for k in range(10)]
         release.set()
         await blocker
-        await asyncio.sleep(0.5)
+        await asyncio.to_thread(unit_running, name, table_name)
         kill_all(db, "postgresql")
         results = await asyncio.gather(*futures, return_exceptions=True)
         assert all(isinstance(r, ConnectionLost) and r.may_have_run for r in results), results
@@ -407,3 +408,15 @@ async def test_lost_unit_error_names_the_unit(pg_url, table_name):
     finally:
         await db.runOperation(f"drop table {table_name}")
         await db.close()
+
+
+def unit_running(name, table_name):
+    """Wait until PostgreSQL runs the unit of ``name``'s Database (its inserts into
+    ``table_name``), so the kill meets it on the server, not before it is sent."""
+    with adb.sync.Database(URLS["postgresql"], pool_size=1) as admin:
+        deadline = time.monotonic() + 20
+        while not admin.runQueryValue(
+                "select count(*) from pg_stat_activity where application_name = %s "
+                "and state = 'active' and query like %s", (name, f"%insert into {table_name}%")):
+            assert time.monotonic() < deadline, "the unit never ran"
+            time.sleep(0.01)

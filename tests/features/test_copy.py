@@ -117,7 +117,7 @@ async def read_lines(db, stream):
     return await run_coroutine(db, collect)
 
 
-async def settle(db, seconds=2.0):
+async def settle(db, seconds=20.0):
     """The stats once no worker is pinned and no stream open, waiting up to ``seconds``
     (a stream that failed is rolled back by a job nobody waits for). Everywhere else
     the worker is free when the call returns, and the tests read stats() at once."""

@@ -42,6 +42,20 @@ def bump(db, tx, table, column, key):
                                          "where k = %s"), (key,))
 
 
+def lock_wait_seen(url, table):
+    """Wait until MariaDB shows a statement on ``table`` waiting for a lock."""
+    side = adb.sync.Database(url, pool_size=1)
+    try:
+        deadline = time.monotonic() + 20
+        while not side.runQuery("select 1 from information_schema.innodb_trx where "
+                                "trx_query like %s and trx_state = 'LOCK WAIT'",
+                                (f"%{table}%",)):
+            assert time.monotonic() < deadline, "the transaction never waited for the lock"
+            time.sleep(0.01)
+    finally:
+        side.close()
+
+
 def killer_sql(kind):
     return ("select pg_terminate_backend(%s)" if kind == "postgresql" else "kill %s",
             "select pg_backend_pid()" if kind == "postgresql" else "select connection_id()")
@@ -126,12 +140,12 @@ async def test_a_connection_lost_inside_the_transaction_runs_it_again(db):
 
 @pytest.mark.parametrize("target", ["postgresql", "psycopg"], indirect=True)
 async def test_a_commit_whose_connection_breaks_is_never_run_again(db):
-    """A deferred trigger makes the COMMIT take seconds; the backend is killed
-    during it. The outcome is unknown: ConnectionLost(may_have_run=True), raised,
+    """A deferred trigger makes the COMMIT take seconds (ten, far more than the
+    killer needs to see it: the kill ends it); the backend is killed during it. The outcome is unknown: ConnectionLost(may_have_run=True), raised,
     fn run once."""
     slow = db.table + "_slow"
     await ev(db.runOperation(f"create or replace function {slow}() returns trigger "
-                             "language plpgsql as $$ begin perform pg_sleep(3); "
+                             "language plpgsql as $$ begin perform pg_sleep(10); "
                              "return null; end $$"))
     await ev(db.runOperation(f"create constraint trigger {slow} after insert on {db.table} "
                              f"deferrable initially deferred for each row execute function "
@@ -141,7 +155,8 @@ async def test_a_commit_whose_connection_breaks_is_never_run_again(db):
     def kill_during_commit(pid):
         side = adb.sync.Database(url, pool_size=1)
         try:
-            for _ in range(100):
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
                 if side.runQuery("select 1 from pg_stat_activity where pid = %s and "
                                  "state = 'active' and query ilike 'commit%%'", (pid,)):
                     side.runOperation("select pg_terminate_backend(%s)", (pid,))
@@ -181,7 +196,9 @@ async def test_a_deadlock_victim_on_mariadb_cannot_commit_what_is_left(db):
         waiting = asyncio.ensure_future(asyncio.to_thread(bump, db, one, table, "a", 2))
     else:
         waiting = asyncio.ensure_future(ev(bump(db, one, table, "a", 2)))
-    await asyncio.sleep(0.2)
+    # one waits for two's lock on the server before two asks for one's: two is
+    # then the transaction that closes the cycle, the victim
+    await asyncio.to_thread(lock_wait_seen, db.target.url, table)
     with pytest.raises(db.dbapi.OperationalError) as raised:
         await ev(bump(db, two, table, "b", 1))  # the deadlock: two is the victim
     assert raised.value.args[0] == 1213
@@ -248,16 +265,32 @@ async def test_the_front_ends_kind_of_function_is_required(db):
 
 # -- SQLite: a locked file ----------------------------------------------------------------------
 
-def lock_sqlite(path, seconds):
-    """Hold the write lock of the SQLite file at ``path`` for ``seconds``."""
+def when(condition, then, limit=20.0):
+    """Call ``then()`` once ``condition()`` holds (polled), or after ``limit`` s
+    anyway, so that nothing the test holds is held for good."""
+    deadline = time.monotonic() + limit
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    then()
+
+
+def lock_sqlite(path, release_when=lambda: False):
+    """Hold the write lock of the SQLite file at ``path`` until ``release_when()``
+    holds (polled in a thread; 20 s at most); the function that releases it at once
+    (again: nothing)."""
     holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     holder.execute("begin immediate")
+    lock, released = threading.Lock(), threading.Event()
+
     def release():
-        holder.execute("commit")
-        holder.close()
-    timer = threading.Timer(seconds, release)
-    timer.start()
-    return timer
+        with lock:
+            if not released.is_set():
+                released.set()
+                holder.execute("commit")
+                holder.close()
+    threading.Thread(target=when, args=(lambda: released.is_set() or release_when(), release),
+                     daemon=True).start()
+    return release
 
 
 async def sqlite_db(front, tmp_path, **kwargs):
@@ -277,7 +310,7 @@ async def test_a_transaction_refused_by_a_locked_sqlite_file_runs_again(front, t
         def body(tx):
             yield tx.runOperation("insert into t values (1)")
             return "in"
-        lock_sqlite(path, 0.3)
+        lock_sqlite(path, lambda: db.stats()["transaction_retries"] >= 1)
         assert await run_transaction(db, as_fn(db, body), retries=30) == "in"
         assert await ev(db.runQuery("select k from t")) == [(1,)]
         assert db.stats()["transaction_retries"] >= 1
@@ -288,7 +321,7 @@ async def test_a_transaction_refused_by_a_locked_sqlite_file_runs_again(front, t
 async def test_a_standalone_call_refused_by_a_locked_sqlite_file_runs_again(front, tmp_path):
     db, path = await sqlite_db(front, tmp_path, retries=30)
     try:
-        lock_sqlite(path, 0.3)
+        lock_sqlite(path, lambda: db.stats()["retries"] >= 1)
         assert await ev(db.runOperation("insert into t values (1)")) == 1
         assert await ev(db.runMany("insert into t values (?)", [(2,), (3,)])) == 2
         assert await ev(db.runQuery("select count(*) from t")) == [(3,)]
@@ -301,7 +334,7 @@ async def test_when_retries_run_out_the_last_error_names_the_attempts(front, tmp
     db, path = await sqlite_db(front, tmp_path, retries=2)
     try:
         before = db.stats()["retries"]  # opening a second connection may have met a lock
-        timer = lock_sqlite(path, 3.0)
+        release = lock_sqlite(path)  # until released below
         with pytest.raises(sqlite3.OperationalError, match="locked") as raised:
             await ev(db.runOperation("insert into t values (1)"))
         assert getattr(raised.value, "adb_attempts", None) == 3 and db.stats()["retries"] - before == 2
@@ -313,9 +346,8 @@ async def test_when_retries_run_out_the_last_error_names_the_attempts(front, tmp
         with pytest.raises(sqlite3.OperationalError, match="locked") as raised:
             await run_transaction(db, as_fn(db, body), retries=1)
         assert getattr(raised.value, "adb_attempts", None) == 2 and db.stats()["transaction_retries"] == 1
-        timer.cancel()
-        timer.function()
     finally:
+        release()
         await ev(db.close())
 
 
@@ -341,8 +373,12 @@ async def test_a_standalone_call_whose_lock_wait_timed_out_runs_again(front, tar
         table = await counters(db, keys=(1,))
         tx = holder.beginTransaction()
         holder.runOperation(f"update {table} set b = b + 1 where k = 1", tx=tx)
-        threading.Timer(1.5 if target.kind == "mysql" else 0.4, tx.commit).start()
+        # the holder commits once the call's lock wait has timed out and been retried
+        release = threading.Thread(target=when, args=(
+            lambda: db.stats()["retries"] >= 1, tx.commit), daemon=True)
+        release.start()
         assert await ev(db.runOperation(f"update {table} set a = a + 1 where k = 1")) == 1
+        release.join(20)
         assert await rows(db, f"select k, a, b from {table}") == [(1, 1, 1)]
         assert db.stats()["retries"] >= 1
         await ev(db.runOperation(f"drop table {table}"))

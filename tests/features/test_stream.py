@@ -2,6 +2,7 @@
 buffered, and every way out leaving the connection clean and the worker free."""
 
 import asyncio
+import threading
 import time
 
 import pytest
@@ -46,7 +47,7 @@ def read(db, stream, limit=None):
     return collect()
 
 
-async def settled(db, key="pinned", value=0, within=5.0):
+async def settled(db, key="pinned", value=0, within=20.0):
     """Wait until ``db.stats()[key] == value`` (a close job runs after the caller moved on)."""
     deadline = time.monotonic() + within
     while db.stats()[key] != value:
@@ -54,17 +55,30 @@ async def settled(db, key="pinned", value=0, within=5.0):
         await asyncio.sleep(0.01)
 
 
-def slow_after_first_batch(seconds):
-    """A row factory (it runs in the worker, once per batch) that makes every
-    batch after the first take ``seconds``: a consumer then waits for batch two."""
-    batches: list[int] = []
+class HeldAfterFirstBatch:
+    """A row factory (it runs in the worker, once per batch) that holds every batch
+    after the first until ``release`` is set: a consumer that has read the first
+    batch then waits for batch two, for as long as the test likes. ``second`` is
+    set once batch two is being fetched."""
 
-    def factory(description, rows):
-        if batches:
-            time.sleep(seconds)
-        batches.append(len(rows))
+    def __init__(self):
+        self.second = threading.Event()
+        self.release = threading.Event()
+        self.batches: list[int] = []
+
+    def __call__(self, description, rows):
+        if self.batches:
+            self.second.set()
+            self.release.wait(20)
+        self.batches.append(len(rows))
         return list(rows)
-    return factory
+
+    async def reached(self, got, rows):
+        """Wait until the consumer has ``rows`` rows in ``got`` and batch two is held."""
+        deadline = time.monotonic() + 20
+        while len(got) < rows or not self.second.is_set():
+            assert time.monotonic() < deadline, (len(got), self.batches)
+            await asyncio.sleep(0.01)
 
 
 def counting_sql(kind, n):
@@ -156,18 +170,20 @@ async def test_an_exception_in_the_loop_closes_the_stream(db):
 async def test_cancelling_the_consuming_task_closes_the_stream(front_name, target, table_name):
     db = FRONTS[front_name](target.url, pool_size=2)
     got = []
+    held = HeldAfterFirstBatch()
 
     async def consume():
-        async for row in db.stream(counting_sql(target.kind, 20), batch=4,
-                                   row_factory=slow_after_first_batch(0.5)):
+        async for row in db.stream(counting_sql(target.kind, 20), batch=4, row_factory=held):
             got.append(row)
     task = asyncio.ensure_future(consume())
-    while len(got) < 4:
-        await asyncio.sleep(0.01)
-    await asyncio.sleep(0.05)  # the task now waits for the second (slow) batch
-    task.cancel()
+    try:
+        await held.reached(got, 4)  # the task now waits for the second (held) batch
+        task.cancel()
+    finally:
+        held.release.set()
     with pytest.raises(asyncio.CancelledError):
         await task
+    assert len(got) == 4
     await settled(db)
     assert db.stats()["streams"] == 0
     assert await db.runQuery("select 1") == [(1,)]
@@ -177,16 +193,17 @@ async def test_cancelling_the_consuming_task_closes_the_stream(front_name, targe
 async def test_cancelling_the_consuming_deferred_closes_the_stream(target):
     db = FRONTS["twisted"](target.url, pool_size=2)
     got = []
+    held = HeldAfterFirstBatch()
 
     async def consume():
-        async for row in db.stream(counting_sql(target.kind, 20), batch=4,
-                                   row_factory=slow_after_first_batch(0.5)):
+        async for row in db.stream(counting_sql(target.kind, 20), batch=4, row_factory=held):
             got.append(row)
     consuming = Deferred.fromCoroutine(consume())
-    while len(got) < 4:
-        await asyncio.sleep(0.01)
-    await asyncio.sleep(0.05)
-    consuming.cancel()
+    try:
+        await held.reached(got, 4)
+        consuming.cancel()
+    finally:
+        held.release.set()
     with pytest.raises(Exception) as raised:
         await ev(consuming)
     assert "Cancelled" in type(raised.value).__name__
@@ -205,7 +222,13 @@ async def test_a_slow_consumer_holds_at_most_two_batches(db):
     stream = db.stream(f"select userid from {db.table} order by userid", batch=100,
                        row_factory=counting)
     assert len(await read(db, stream, limit=1)) == 1
-    await asyncio.sleep(0.3)  # a consumer busy with its first row: the worker waits
+    deadline = time.monotonic() + 20
+    while len(fetched) < 2:  # the batch after the one read is fetched ahead
+        assert time.monotonic() < deadline, fetched
+        await asyncio.sleep(0.01)
+    # a consumer busy with its first row: the worker waits. (A worker that fetched
+    # beyond would do so at once; this window can miss that, never fail adb.)
+    await asyncio.sleep(0.3)
     assert fetched == [100, 100], "the worker fetched beyond the batch after the one read"
     rows = await read(db, stream)
     assert len(rows) == 999 and sum(fetched) == 1000
@@ -215,8 +238,7 @@ async def test_an_idle_consumer_gets_stream_timeout_and_the_worker_is_freed(db):
     await fill(db, 100)
     stream = db.stream(f"select userid from {db.table}", batch=10, idle_timeout=0.2)
     assert len(await read(db, stream, limit=15)) == 15  # the second batch is being read
-    await asyncio.sleep(0.1)
-    await settled(db, within=3)  # the worker gave up on the consumer and was freed
+    await settled(db)  # the worker gave up on the consumer and was freed
     with pytest.raises(StreamTimeout) as raised:
         await read(db, stream)  # what was fetched before the timeout still arrives
     assert raised.value.delivered == 30
