@@ -59,8 +59,11 @@ def _command(model, port):
     return {
         "gunicorn": (gunicorn, True),
         "gunicorn-preload": (gunicorn[:-1] + ["--preload", "wsgi:application"], True),
+        # uvicorn waits for the requests in flight without a limit unless given one;
+        # past it, it cancels them: adb then cancels their statements on the server
         "uvicorn": ([PY, "-m", "uvicorn", "asgi:app", "--app-dir", str(APPS), "--workers", "2",
-                     "--port", str(port), "--log-level", "warning"], True),
+                     "--port", str(port), "--log-level", "warning",
+                     "--timeout-graceful-shutdown", "3"], True),
         "tornado": ([PY, str(APPS / "tornado_app.py"), str(port)], True),
         "mp-fork": ([PY, str(APPS / "mp_app.py"), "fork"], False),
         "mp-spawn": ([PY, str(APPS / "mp_app.py"), "spawn"], False),
