@@ -162,6 +162,8 @@ class Engine(Generic[F]):
             Admission(self.name, pool.max_queued, pool.on_full, dispatch, self.frontend.settle)
         self.handback = self.frontend.handback(
             None if self.admission is None else self.admission.after, dispatch.saturated)
+        if self.admission is not None:
+            self.admission.watch_deliveries(self.handback.undelivered)
         self.pool = Pool(self.driver, size, config, dispatch, self.handback,
                          self.frontend.abandoned,
                          on_exit=_weak_method(self._workers_exited, self._remove_embedded_later()),

@@ -72,6 +72,10 @@ class Handback(Protocol):
     def many(self, results: list[Result]) -> None:
         """Queue several results at once (a unit's)."""
 
+    def undelivered(self) -> int:
+        """Results queued for the loop thread and not settled yet (0 where each is
+        settled at once)."""
+
     def nudge(self) -> None:
         """Run the after-delivery hook soon though no result came."""
 
@@ -123,6 +127,10 @@ class BatchedHandback:
         self._pending.extend(results)
         if not self._scheduled:
             self._signal()
+
+    def undelivered(self) -> int:
+        """Results queued and not settled yet: they wait for the loop thread (any thread)."""
+        return len(self._pending)
 
     def nudge(self) -> None:
         """Have ``after()`` run soon though no result came (worker thread): a worker
@@ -220,6 +228,10 @@ class DirectHandback:
     def many(self, results: list[Result]) -> None:
         for future, ok, value in results:
             self(future, ok, value)
+
+    def undelivered(self) -> int:
+        """Each result is settled as it comes: none ever waits."""
+        return 0
 
     def nudge(self) -> None:
         if self._after is not None:
