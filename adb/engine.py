@@ -432,7 +432,8 @@ class Engine(Generic[F]):
         return self.pool.connect_wait()
 
     def wait_for_room(self) -> Any:
-        """What ``wait_for_room`` gives: settled once fewer than ``max_queued`` calls wait."""
+        """What ``wait_for_room`` gives: settled once fewer than ``max_queued`` calls wait
+        for a worker and fewer than ``max_queued`` results for the loop (``Admission``)."""
         self.check_open()
         waiter = self._new_future()
         if self.admission is None:
