@@ -117,6 +117,10 @@ def run(model, signum, mid_query, tmp):
     problems = []
     try:
         ready = (lambda: _get(port, "/")) if http else (lambda: _backends(app) > 0)
+        if model.startswith("mp-") and not mid_query:
+            # its parent connects before it starts its pool's processes: at rest is
+            # once their work is done (a signal amid a spawn is multiprocessing's)
+            ready = lambda: b"at rest" in (tmp / "output.log").read_bytes()  # noqa: E731
         if not _until(ready, READY_BOUND):
             return [f"{model} never became ready"]
         if mid_query:
