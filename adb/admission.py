@@ -5,18 +5,23 @@ With ``on_full="raise"`` the call fails at once with QueueFull. With
 future), and handed to the pool as room frees up; ``wait_for_room()`` callers
 wait here too, to be woken once nothing is parked and the pool has room.
 
-Room counts the calls queued and the results the workers handed back that the
-loop has not yet delivered (``reads_backlog_of``): a caller that never yields to
-its loop (``wait_for_room()`` answers at once while there is room) would otherwise
-find the queue always drained, by workers faster than it, while their results
-piled up undelivered without bound (seen on a free-threaded build: 50,000 results
-held after 50,000 calls with ``max_queued=1000``).
-
 Room is checked after every delivery of results (``after()``: on the loop
 thread, or in a worker thread for a blocking front-end), and after a worker
 skipped a call that was given up, so a parked call never waits on a result that
-will not come. One lock orders ``put`` against ``after``: without it a caller
-could park a call just after the last delivery looked for parked calls.
+will not come.
+
+A room waiter also waits while ``max_queued`` results or more wait to be
+delivered (``watch_deliveries``). A producer that never awaits its calls gives
+the loop a turn only when ``wait_for_room()`` makes it wait; with workers as fast
+as the producer the queue never filled, so it never waited, and the results the
+loop had no turn to deliver grew without bound (300,000 ``select 1`` on SQLite:
+295,000 undelivered, RSS +120 MB). Each pending result means a drain is coming
+(``adb.handback``), and ``after()`` runs at its end, so such a waiter is woken
+(seen on python3.13t too, where four workers outran the caller: 50,000 held after
+50,000 calls with ``max_queued=1000``).
+
+One lock orders ``put`` against ``after``: without it a caller could park a call
+just after the last delivery looked for parked calls.
 """
 
 from __future__ import annotations
@@ -35,16 +40,6 @@ class Feed(Protocol):
 
     def submit(self, job: Job) -> None: ...
     def queued(self) -> int: ...
-
-
-class Backlog(Protocol):
-    """Where results wait for delivery (``adb.handback.Handback``)."""
-
-    def backlog(self) -> int: ...
-
-
-def _nothing() -> int:
-    return 0
 
 
 class Admission:
@@ -66,15 +61,19 @@ class Admission:
         self._parked: deque[Job] = deque()
         self._waiters: deque[Any] = deque()
         self._closed = False
-        self._backlog: Callable[[], int] = _nothing
+        self._undelivered: Callable[[], int] = _none
 
-    def reads_backlog_of(self, handback: Backlog) -> None:
-        """Count ``handback``'s undelivered results as taking room (wired once, by the
-        engine, before any call: the hand-back is made after this, with ``after``)."""
-        self._backlog = handback.backlog
+    def watch_deliveries(self, undelivered: Callable[[], int]) -> None:
+        """``undelivered()``: how many results wait for the loop thread (the
+        hand-back's, made after this Admission)."""
+        self._undelivered = undelivered
 
     def _room(self) -> bool:
-        return self._queued() + self._backlog() < self.limit
+        return self._queued() < self.limit
+
+    def _room_for_waiter(self) -> bool:
+        """Room, and fewer than ``limit`` results waiting to be delivered."""
+        return self._queued() < self.limit and self._undelivered() < self.limit
 
     def put(self, job: Job) -> None:
         """Queue ``job`` if there is room, else park it or raise QueueFull (caller's thread)."""
@@ -96,7 +95,7 @@ class Admission:
         # may make the next call
         with self._lock:
             closed = self._closed
-            ready = not closed and not self._parked and self._room()
+            ready = not closed and not self._parked and self._room_for_waiter()
             if not (closed or ready):
                 self._waiters.append(waiter)
         if closed:
@@ -113,7 +112,7 @@ class Admission:
             while parked and self._room():
                 self._submit(parked.popleft())
             waiters = self._waiters
-            while waiters and not parked and self._room():
+            while waiters and not parked and self._room_for_waiter():
                 woken.append(waiters.popleft())
         for waiter in woken:
             self._settle(waiter, True, None)
@@ -138,3 +137,8 @@ class Admission:
     @property
     def waiting(self) -> int:
         return len(self._waiters)
+
+
+def _none() -> int:
+    """No results ever wait (until ``watch_deliveries``)."""
+    return 0

@@ -679,7 +679,8 @@ class BaseDatabase(Generic[F]):
         return self._frontend.run_steps(bulk.load(engine, table, names, rows, tx, timeout))
 
     def wait_for_room(self) -> Any:
-        """Wait until fewer than ``max_queued`` calls wait for a worker (at once without
+        """Wait until fewer than ``max_queued`` calls wait for a worker, and fewer than
+        ``max_queued`` results wait to be delivered to the loop (at once without
         ``max_queued``); fails with PoolClosed if the Database closes meanwhile.
 
         A producer that fires calls faster than the pool runs them waits for this

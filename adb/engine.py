@@ -163,7 +163,7 @@ class Engine(Generic[F]):
         self.handback = self.frontend.handback(
             None if self.admission is None else self.admission.after, dispatch.saturated)
         if self.admission is not None:
-            self.admission.reads_backlog_of(self.handback)
+            self.admission.watch_deliveries(self.handback.undelivered)
         self.pool = Pool(self.driver, size, config, dispatch, self.handback,
                          self.frontend.abandoned,
                          on_exit=_weak_method(self._workers_exited, self._remove_embedded_later()),
@@ -432,7 +432,8 @@ class Engine(Generic[F]):
         return self.pool.connect_wait()
 
     def wait_for_room(self) -> Any:
-        """What ``wait_for_room`` gives: settled once fewer than ``max_queued`` calls wait."""
+        """What ``wait_for_room`` gives: settled once fewer than ``max_queued`` calls wait
+        for a worker and fewer than ``max_queued`` results for the loop (``Admission``)."""
         self.check_open()
         waiter = self._new_future()
         if self.admission is None:

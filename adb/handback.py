@@ -66,14 +66,15 @@ class Handback(Protocol):
     def largest_batch(self) -> Optional[int]:
         """The most results settled in one drain (None: no batches)."""
 
-    def backlog(self) -> int:
-        """Results queued here and not yet settled (the caller has not seen them)."""
-
     def __call__(self, future: Any, ok: bool, value: Any) -> None:
         """Queue one result for settling."""
 
     def many(self, results: list[Result]) -> None:
         """Queue several results at once (a unit's)."""
+
+    def undelivered(self) -> int:
+        """Results queued for the loop thread and not settled yet (0 where each is
+        settled at once)."""
 
     def nudge(self) -> None:
         """Run the after-delivery hook soon though no result came."""
@@ -115,10 +116,6 @@ class BatchedHandback:
         self.settled = 0
         self.largest_batch = 0
 
-    def backlog(self) -> int:
-        """Results a worker queued that no drain has settled yet (any thread)."""
-        return len(self._pending)
-
     def __call__(self, future: Any, ok: bool, value: Any) -> None:
         """Queue one result (worker thread)."""
         self._pending.append((future, ok, value))
@@ -130,6 +127,10 @@ class BatchedHandback:
         self._pending.extend(results)
         if not self._scheduled:
             self._signal()
+
+    def undelivered(self) -> int:
+        """Results queued and not settled yet: they wait for the loop thread (any thread)."""
+        return len(self._pending)
 
     def nudge(self) -> None:
         """Have ``after()`` run soon though no result came (worker thread): a worker
@@ -218,10 +219,6 @@ class DirectHandback:
         self._after = after
         self.settled = 0
 
-    def backlog(self) -> int:
-        """Nothing waits here: each result is settled as it comes."""
-        return 0
-
     def __call__(self, future: Any, ok: bool, value: Any) -> None:
         self._settle(future, ok, value)
         self.settled += 1  # approximate (stats()): worker threads count without a lock
@@ -231,6 +228,10 @@ class DirectHandback:
     def many(self, results: list[Result]) -> None:
         for future, ok, value in results:
             self(future, ok, value)
+
+    def undelivered(self) -> int:
+        """Each result is settled as it comes: none ever waits."""
+        return 0
 
     def nudge(self) -> None:
         if self._after is not None:

@@ -206,6 +206,25 @@ def execute(cursor: Any, sql: str) -> None:
     cursor.execute(sql)
 
 
+#: the prefix of a record's step that says whether the interleaving a scenario forces
+#: (by a wait on what the server or the pool shows) came about: True on both sides,
+#: or the test fails, whatever the rest of the records say
+FORCED = "forced: "
+
+
+async def until(condition: Callable[[], Any], limit: float = 10.0) -> bool:
+    """Poll ``condition()`` on the loop until it is true (True) or ``limit`` seconds
+    have passed (False): a wait for what a side does in its own time, whose
+    outcome the record then holds, the same on both sides or not."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + limit
+    while not condition():
+        if loop.time() > deadline:
+            return False
+        await asyncio.sleep(0.01)
+    return True
+
+
 def raises(fn: Callable[[], Any]) -> bool:
     try:
         fn()
@@ -286,7 +305,7 @@ async def attributes(r: Record, _: Any, env: Env) -> None:
                       lambda: type(pool.connections[pool.threadID()]).__module__.split(".")[0])
             seen.step("working", lambda: len(pool.threadpool.working))
         await r.call("a call", pool.runWithConnection(inside, env))
-        await asyncio.sleep(0.2)  # the worker back to idle
+        await until(lambda: not tp().working)  # the worker back to idle, in its own time
         r.step("working after", lambda: len(tp().working))
         r.step("connections after: min..max", lambda: 1 <= len(pool.connections) <= pool.max)
     finally:
@@ -364,20 +383,22 @@ async def before_start(r: Record, _: Any, env: Env) -> None:
 async def cancelled_calls(r: Record, pool: Any, env: Env) -> None:
     """A Deferred cancelled by its caller, the call queued behind a busy worker or
     running: the caller gets CancelledError, the work still runs and commits."""
-    import time
+    started, release = threading.Event(), threading.Event()
 
     def slow_insert(trans: Any, k: int) -> None:
         trans.execute(env.insert(k))
-        time.sleep(0.4)
+        started.set()
+        release.wait(30)  # held until both calls are cancelled
 
     busy = pool.runInteraction(slow_insert, 1)  # the only worker: running when cancelled
     queued = pool.runOperation(env.insert(2))   # waits for it
-    await asyncio.sleep(0.1)
+    r[FORCED + "running when cancelled"] = await until(started.is_set)
     busy.cancel()
     queued.cancel()
+    release.set()
     await r.call("running, cancelled", busy)
     await r.call("queued, cancelled", queued)
-    await asyncio.sleep(0.8)
+    await until(lambda: len(env.keys()) == 2)  # both ran and committed, in their own time
     r.step("rows", env.keys)
     await r.call("then", query(pool, "select 1"))
 
@@ -546,23 +567,36 @@ def kill_sql(env: Env) -> str:
 
 
 def sleep_sql(env: Env) -> str:
-    return "select pg_sleep(3)" if env.kind == "postgresql" else "select sleep(3)"
+    """A query long enough to be certainly running when the kill comes."""
+    return "select pg_sleep(30)" if env.kind == "postgresql" else "select sleep(30)"
+
+
+def sessions_sql(env: Env, sleeping: bool) -> str:
+    """How many sessions of id %s the server lists (running ``sleep_sql``, if ``sleeping``)."""
+    if env.kind == "postgresql":
+        return ("select count(*) from pg_stat_activity where pid = %s" +
+                " and state = 'active' and query like 'select pg_sleep%%'" * sleeping)
+    return ("select count(*) from information_schema.processlist where id = %s" +
+            " and info like 'select sleep%%'" * sleeping)
 
 
 async def kill_connection(pool: Any, env: Env, under_a_call: Optional[Record] = None) -> None:
     """The server ends the pool's (only) connection: while it is idle, or under a
-    long query whose failure is recorded in ``under_a_call`` as "lost call"."""
+    long query whose failure is recorded in ``under_a_call`` as "lost call". The
+    kill comes once the server shows the query running, and (idle) the scenario goes
+    on once the server no longer lists the session."""
     backend = (await ev(pool.runQuery(backend_id_sql(env))))[0][0]
     running = None
     if under_a_call is not None:
         running = asyncio.ensure_future(
             failing_query(under_a_call, "lost call", pool, env, sleep_sql(env)))
-        await asyncio.sleep(0.5)
+        under_a_call[FORCED + "running when killed"] = await until(
+            lambda: env.outside(sessions_sql(env, True), (backend,)) == [(1,)], 30)
     env.outside(kill_sql(env), (backend,))
     if running is not None:
         await running
     else:
-        await asyncio.sleep(0.3)
+        await until(lambda: env.outside(sessions_sql(env, False), (backend,)) == [(0,)], 30)
 
 
 @scenario("postgresql", "mysql")
@@ -836,6 +870,9 @@ async def test_adbapi_and_adb_agree(name: str, kind: str, tmp_path: Any) -> None
     for side in SIDES:  # one after the other, on the same database, each its own table
         env = Env(kind, tmp_path, side, reactor=loop_reactor())
         records[side] = dict(await run_side(name, env))
+    unforced = {side: [k for k, v in record.items() if k.startswith(FORCED) and v is not True]
+                for side, record in records.items()}
+    assert unforced == {side: [] for side in records}, "a scenario's interleaving never came"
     assert differences(records["adbapi"], records["adb"]) == {}
 
 

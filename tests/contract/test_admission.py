@@ -88,6 +88,23 @@ def test_room_waiters_wake_only_when_nothing_is_parked_and_there_is_room():
     assert settled[-1] == ("w1", True, None) and admission.waiting == 0
 
 
+def test_room_waiters_also_wait_for_results_not_yet_delivered():
+    """Results waiting for the loop thread hold memory too: past ``limit`` of them a
+    room waiter waits for a delivery (``after()``), though the queue is empty. Calls
+    themselves still queue (``put``): the limit on them is the queue's."""
+    admission, pool, settled = make(limit=2)
+    undelivered = [2]
+    admission.watch_deliveries(lambda: undelivered[0])
+    admission.wait("w")
+    assert settled == [] and admission.waiting == 1 and pool.jobs == []
+    admission.put(("a",))
+    assert pool.jobs == ["a"] and admission.parked == 0
+    pool.jobs.clear()
+    undelivered[0] = 1      # the loop delivered one: fewer than the limit wait
+    admission.after()
+    assert settled == [("w", True, None)] and admission.waiting == 0
+
+
 def test_close_submits_parked_calls_and_fails_waiters():
     admission, pool, settled = make(limit=1)
     for job in "abc":

@@ -1,11 +1,12 @@
-"""``max_queued`` bounds what a caller has in flight, delivered or not.
+"""``wait_for_room()`` bounds what a caller has in flight, delivered or not.
 
-A caller that never yields to its loop finds room at once while the queue is
-drained; workers faster than it then hand back results that no drain delivers
-until it yields. Those results count against ``max_queued`` too
-(``adb.admission``): without that, they piled up without bound (50,000 after
-50,000 calls with ``max_queued=1000`` on the free-threaded build, where four
-workers outran the caller).
+A caller that never yields to its loop but in ``wait_for_room()`` finds room at
+once while the queue is drained; workers faster than it then hand back results that
+no drain delivers until it yields. ``wait_for_room()`` waits while ``max_queued``
+of those wait too (``adb.admission``): without that, they piled up without bound
+(50,000 after 50,000 calls with ``max_queued=1000`` on the free-threaded build,
+where four workers outran the caller). ``tests/contract/test_handback.py`` checks
+the same on asyncio alone, by holding the loop thread.
 
 The caller here is made slower than the workers on purpose: before each call it
 waits, in its own thread and without yielding to its loop, until the workers have
@@ -58,6 +59,7 @@ async def test_undelivered_results_take_room(front, tmp_path):
             await asyncio.sleep(0.001)
     finally:
         await ev(db.close())
-    # queued and undelivered share the limit; POOL more may be running, and one more
-    # may be settled in the drain under way but not yet counted above
+    # the queue is drained before each call, so what is in flight is undelivered
+    # (fewer than LIMIT when a waiter is let through), the one call just made, POOL
+    # running, and one settled in the drain under way but not yet counted above
     assert most <= LIMIT + POOL + 1, f"{most} calls in flight with max_queued={LIMIT}"

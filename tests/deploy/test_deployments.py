@@ -28,8 +28,20 @@ from ..conftest import URLS, require_server
 
 APPS = Path(__file__).parent / "apps"
 ROOT = Path(__file__).parents[2]
-EXIT_BOUND = 10.0
-SLEEP = "select pg_sleep(5) /* adb-deploy */"
+#: the exit bound: slack for a loaded machine running four deployments side by side
+#: (gunicorn's graceful_timeout, 4 s, is the longest a clean exit may take), and
+#: still well short of the sleep below, so a process that waits its statement out
+#: fails it
+EXIT_BOUND = 20.0
+#: the statement a mid-query scenario runs: long enough that one left running is
+#: still on the server when it is looked for, however long the exit took
+SLEEP = "select pg_sleep(60) /* adb-deploy */"
+#: how long a deployment may take to serve, to start its sleep, and (after it
+#: exited) for its cancelled statement to leave the server: generous bounds that
+#: only a hang (or a statement left running, for the last) fails
+READY_BOUND = 60.0
+SLEEP_START_BOUND = 30.0
+GONE_BOUND = 15.0
 FULL = os.environ.get("ADB_DEPLOY_FULL") == "1"
 PY = sys.executable
 
@@ -47,8 +59,11 @@ def _command(model, port):
     return {
         "gunicorn": (gunicorn, True),
         "gunicorn-preload": (gunicorn[:-1] + ["--preload", "wsgi:application"], True),
+        # uvicorn waits for the requests in flight without a limit unless given one;
+        # past it, it cancels them: adb then cancels their statements on the server
         "uvicorn": ([PY, "-m", "uvicorn", "asgi:app", "--app-dir", str(APPS), "--workers", "2",
-                     "--port", str(port), "--log-level", "warning"], True),
+                     "--port", str(port), "--log-level", "warning",
+                     "--timeout-graceful-shutdown", "3"], True),
         "tornado": ([PY, str(APPS / "tornado_app.py"), str(port)], True),
         "mp-fork": ([PY, str(APPS / "mp_app.py"), "fork"], False),
         "mp-spawn": ([PY, str(APPS / "mp_app.py"), "spawn"], False),
@@ -104,12 +119,16 @@ def run(model, signum, mid_query, tmp):
     problems = []
     try:
         ready = (lambda: _get(port, "/")) if http else (lambda: _backends(app) > 0)
-        if not _until(ready, 30):
+        if model.startswith("mp-") and not mid_query:
+            # its parent connects before it starts its pool's processes: at rest is
+            # once their work is done (a signal amid a spawn is multiprocessing's)
+            ready = lambda: b"at rest" in (tmp / "output.log").read_bytes()  # noqa: E731
+        if not _until(ready, READY_BOUND):
             return [f"{model} never became ready"]
         if mid_query:
             if http:
                 threading.Thread(target=_get, args=(port, "/sleep", 15), daemon=True).start()
-            if not _until(lambda: _backends(app, sleeping=True) > 0, 10):
+            if not _until(lambda: _backends(app, sleeping=True) > 0, SLEEP_START_BOUND):
                 return [f"{model}: the sleep never started"]
         if model in GROUP_SIGNALLED:
             os.killpg(proc.pid, signum)
@@ -125,7 +144,7 @@ def run(model, signum, mid_query, tmp):
         if not _until(lambda: _group_gone(proc.pid), left_of_bound):
             problems.append(f"{model} left processes in its group {EXIT_BOUND} s after "
                             f"{signal.Signals(signum).name}")
-        if not _until(lambda: _backends(app, sleeping=True) == 0, 3):
+        if not _until(lambda: _backends(app, sleeping=True) == 0, GONE_BOUND):
             problems.append(f"{model} left its statement running on the server")
         left = sorted(p.name for p in tmp.glob("adb-*"))
         if left:
@@ -135,6 +154,8 @@ def run(model, signum, mid_query, tmp):
         if not _group_gone(proc.pid):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+        _admin("select count(pg_terminate_backend(pid)) from pg_stat_activity "
+               "where application_name = %s", (app,))  # what a failed run left behind
         log.close()
         if problems:
             problems.append((tmp / "output.log").read_text(errors="replace")[-1500:])

@@ -2,6 +2,7 @@
 
 import asyncio
 import contextlib
+import itertools
 import threading
 import time
 import uuid
@@ -11,6 +12,11 @@ from adb.errors import ConnectionLost, PoolClosed, PoolTimeout, QueueFull, State
 
 #: outcomes that say the call never ran / may have run
 NOT_RUN = (PoolTimeout, QueueFull, PoolClosed)
+#: the longest a load may run waiting for the fault it is for to be seen, and the
+#: longest a poll waits for a condition: generous, so that only a fault that never
+#: lands or a condition that never comes fails them, loudly
+SEEN_LIMIT = 60.0
+POLL_LIMIT = 30.0
 
 
 class Ledger:
@@ -30,6 +36,11 @@ class Ledger:
             self.not_run.add(token)
         else:
             self.unexpected.append(outcome)
+
+    def failed(self):
+        """How many calls failed with ConnectionLost or StatementTimeout (or were
+        refused): proof that a fault met calls in flight."""
+        return len(self.ambiguous) + len(self.not_run)
 
     def check(self, present):
         """``present``: list of tokens found in the table (duplicates included)."""
@@ -86,14 +97,54 @@ async def fire(db, table, count, ledger, prefix="t", **kw):
     await asyncio.gather(*(one(i) for i in range(count)))
 
 
-async def cut_under_load(proxy, db, table, ledger, chunk):
-    """``cut_repeatedly`` while inserts of ``chunk`` tokens at a time keep coming until
-    the last cut: a load that ends before the cuts do would leave nothing to cut."""
-    cutter = asyncio.ensure_future(cut_repeatedly(proxy))
-    rounds = 0
-    while not cutter.done():
-        await fire(db, table, chunk, ledger, prefix=f"r{rounds}-")
-        rounds += 1
+async def until(condition, what, limit=POLL_LIMIT, every=0.02):
+    """Poll ``condition()`` (a plain call: a look at the server's view or at the
+    pool's stats) until it is true, on the loop; fails, saying ``what`` it waited
+    for, past ``limit`` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + limit
+    while not condition():
+        if loop.time() > deadline:
+            raise AssertionError(f"waited {limit} s for {what}")
+        await asyncio.sleep(every)
+
+
+async def load_until(db, table, ledger, seen, lanes, prefix="t", what="the fault",
+                     limit=SEEN_LIMIT):
+    """Keep ``lanes`` token inserts in flight, tokens numbered as they go, until
+    ``seen()`` is true: a load that outlasts the fault it is there for instead of
+    racing it. Each outcome is recorded with its call's own settle time. Fails,
+    naming ``what`` was awaited, past ``limit`` seconds; returns the calls made."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + limit
+    numbers = itertools.count()
+    made = 0
+
+    async def lane():
+        nonlocal made
+        while not seen() and loop.time() < deadline:
+            i = next(numbers)
+            token, started = f"{prefix}{i}", loop.time()
+            made += 1
+            try:
+                outcome = await db.runOperation(table.insert_sql(), (token, i))
+            except Exception as exc:
+                outcome = exc
+            ledger.record(token, outcome, loop.time() - started)
+    await asyncio.gather(*(lane() for _ in range(lanes)))
+    assert seen(), f"{what} was not seen in {limit} s of load ({made} calls)"
+    return made
+
+
+async def cut_under_load(proxy, db, table, ledger, chunk, ready=None):
+    """``cut_repeatedly`` while ``chunk`` token inserts are kept in flight until the
+    last cut: a load that ended before the cuts did would leave nothing to cut."""
+    cutter = asyncio.ensure_future(cut_repeatedly(proxy, ready=ready))
+    try:
+        await load_until(db, table, ledger, cutter.done, chunk, what="the last cut")
+    finally:
+        if not cutter.done():
+            cutter.cancel()
     return await cutter
 
 
@@ -117,12 +168,16 @@ def repeatedly(action, every=0.1):
         thread.join()
 
 
-async def cut_repeatedly(proxy, times=5, every=0.15):
+async def cut_repeatedly(proxy, times=5, every=0.15, ready=None):
     """Cut every connection through ``proxy`` ``times`` times, ``every`` seconds
-    apart (on the loop, beside the load); the number cut each time."""
+    apart at least (on the loop, beside the load), each once there is a connection
+    to cut, the first also once ``ready()`` is true; the number cut each time."""
     cut = []
     for _ in range(times):
         await asyncio.sleep(every)
+        if ready is not None and not cut:
+            await until(ready, "the first cut's condition")
+        await until(lambda: len(proxy.pairs) > 0, "a connection through the proxy to cut")
         cut.append(proxy.cut())
     return cut
 

@@ -12,6 +12,7 @@ import json
 import os
 import threading
 import time
+import uuid
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
@@ -19,13 +20,14 @@ import pytest
 import adb
 import adb.options
 import adb.sync
+from adb.session import LIVENESS_AFTER
 from adb.errors import ConnectionLost, ForkError, PoolClosed, QueueFull, ServerUnavailable, StatementTimeout, TransactionError
 
 from benchmarks import privateserver
 from benchmarks.faultproxy import FaultProxy
 
 from ..conftest import PIPELINE_VARIANTS, URLS, psycopg_url, require_server, with_pool_options
-from .ledger import Ledger, TokenTable, cut_under_load, fire, recovers, repeatedly
+from .ledger import Ledger, TokenTable, cut_under_load, fire, load_until, recovers, repeatedly, until
 
 
 def report(name, **figures):
@@ -68,18 +70,44 @@ def proxy_for(kind):
     return FaultProxy(parts.hostname or "127.0.0.1", parts.port or {"postgresql": 5432, "mysql": 3306}[server_of(kind)])
 
 
-def kill_all(db, kind):
-    """Kill every connection of ``db`` from the server side."""
+def kill_all(db, kind, wait=False):
+    """Kill every connection of ``db`` from the server side; how many were killed.
+    With ``wait``, return once the server lists none of them any more: a backend
+    is told to end, and ends when it is next scheduled, so until then a statement
+    sent to it may still run."""
     with adb.sync.Database(URLS[server_of(kind)], pool_size=1) as admin:
         if server_of(kind) == "postgresql":
-            admin.runQuery("select pg_terminate_backend(pid) from pg_stat_activity "
-                           "where application_name = %s", (db.name,))
+            ids = [pid for pid, _ in admin.runQuery(
+                "select pid, pg_terminate_backend(pid) from pg_stat_activity "
+                "where application_name = %s", (db.name,))]
+            left = ("select count(*) from pg_stat_activity where pid = any(%s)", (ids,))
         else:
+            ids = []
             for conn in list(db._engine.pool.connections.values()):
                 try:
                     admin.runOperation("KILL CONNECTION %s", (conn.thread_id(),))
+                    ids.append(conn.thread_id())
                 except Exception:  # already gone
                     pass
+            left = ("select count(*) from information_schema.processlist where id in (%s)"
+                    % ", ".join(map(str, ids or [0])), None)
+        deadline = time.monotonic() + 30
+        while wait and admin.runQueryValue(*left):
+            assert time.monotonic() < deadline, f"killed connections still listed after 30 s: {ids}"
+            time.sleep(0.01)
+    return len(ids)
+
+
+async def all_connected(db, count):
+    """Wait until every one of ``db``'s ``count`` workers holds a connection (they
+    connect one after another at start-up): a fault meant for all of them then hits all."""
+    await until(lambda: db.stats()["connected"] == count, f"{count} connections")
+
+
+def unique(name):
+    """``name`` made this run's own: the server-side checks and kills that select by
+    it (application_name) must not meet another run's connections."""
+    return f"{name}-{uuid.uuid4().hex[:6]}"
 
 
 def url_for(kind, db_name):
@@ -104,11 +132,15 @@ def tokens(request):
 
 @pytest.mark.parametrize("kind", KINDS)
 async def test_idle_backends_killed_cost_no_errors(kind):
-    name = f"adb-f1-{kind}"
+    name = unique(f"adb-f1-{kind}")
     db = adb.Database(url_for(kind, name), pool_size=4, name=name)
     await asyncio.gather(*(db.runQuery("select 1") for _ in range(8)))
-    kill_all(db, kind)
-    await asyncio.sleep(0.3)
+    await all_connected(db, 4)
+    used = time.monotonic()
+    assert kill_all(db, kind, wait=True) == 4
+    # idle past the socket check's threshold (docs/failures.md, rule 3), and gone on
+    # the server: each socket holds the server's goodbye or EOF
+    await asyncio.sleep(max(0.0, used + 2 * LIVENESS_AFTER - time.monotonic()))
     results = await asyncio.gather(*(db.runQuery("select 1") for _ in range(100)))
     assert results == [[(1,)]] * 100  # every dead socket was seen before anything was sent
     report("F1 idle kill", kind=kind, errors=0, reconnects=db.stats()["connects"] - 4)
@@ -117,16 +149,19 @@ async def test_idle_backends_killed_cost_no_errors(kind):
 
 @pytest.mark.parametrize("kind", KINDS)
 async def test_kills_under_load(kind, tokens):
-    name = f"adb-f2-{kind}"
+    """Every 100 ms the server kills every connection of the pool, under a load that
+    goes on until five kills have been made and calls in flight have met one."""
+    name = unique(f"adb-f2-{kind}")
     db = adb.Database(url_for(kind, name), pool_size=8, name=name)
     table = tokens(kind)
     ledger = Ledger()
     with repeatedly(lambda: kill_all(db, kind)) as kills:
-        await fire(db, table, 5000, ledger)
+        await load_until(db, table, ledger, lambda: len(kills) >= 5 and ledger.failed() > 0,
+                         1000, what="five kills, one of them under a call")
     recovery = await recovers(db)
     figures = ledger.check(table.tokens())
     assert ledger.settle_max < 30
-    assert figures["ok"] > 0
+    assert figures["ok"] > 0 and figures["ambiguous"] + figures["not_run"] > 0
     report("F2 kills under load", kind=kind, kills=len(kills), recovery_s=round(recovery, 2),
            **figures)
     await db.close()
@@ -134,13 +169,12 @@ async def test_kills_under_load(kind, tokens):
 
 @pytest.mark.parametrize("kind", ["postgresql", "psycopg"])
 async def test_kill_inside_transaction(kind, tokens):
-    name = f"adb-f3-{kind}"
+    name = unique(f"adb-f3-{kind}")
     db = adb.Database(url_for(kind, name), pool_size=2, name=name)
     table = tokens(kind)
     tx = await db.beginTransaction()
     await tx.runOperation(table.insert_sql(), ("in-tx", 1))
-    kill_all(db, kind)
-    await asyncio.sleep(0.2)
+    assert kill_all(db, kind, wait=True) >= 1
     with pytest.raises(ConnectionLost) as info:
         await tx.runOperation(table.insert_sql(), ("in-tx", 2))
     assert info.value.may_have_run
@@ -170,6 +204,7 @@ async def test_postgresql_restart_while_idle(private_postgresql):
     db = adb.Database(with_query(private_postgresql.url, application_name="adb-f5i"),
                       pool_size=4, name="adb-f5i")
     await asyncio.gather(*(db.runQuery("select 1") for _ in range(8)))
+    await all_connected(db, 4)  # no worker left to connect while the server is down
     start = time.monotonic()
     await asyncio.get_running_loop().run_in_executor(None, privateserver.restart,
                                                      private_postgresql, "fast")
@@ -189,17 +224,26 @@ async def test_postgresql_restart_under_load(private_postgresql):
     ledger = Ledger()
     loop = asyncio.get_running_loop()
 
-    async def restart_soon():
-        await asyncio.sleep(0.3)
+    async def restart_under_load():
+        await until(lambda: len(ledger.ok) >= 500, "the load's first 500 inserts")
         await loop.run_in_executor(None, privateserver.restart, private_postgresql, "immediate")
-        return loop.time()
+
+    def restart_seen():
+        """The restart has ended (or failed: raised below), and the load met it
+        (calls failed) and outlived it (the pool reconnected)."""
+        return restarter.done() and (restarter.exception() is not None or (
+            ledger.failed() > 0 and db.stats()["reconnects"] > 0))
+    restarter = asyncio.ensure_future(restart_under_load())
     try:
-        restarted, _ = await asyncio.gather(restart_soon(), fire(db, table, 6000, ledger))
+        await load_until(db, table, ledger, restart_seen, 1000,
+                         what="the restart, met by the load and outlived")
+        await restarter
         recovery = await recovers(db)
         figures = ledger.check(table.tokens())
         assert figures["ok"] > 0
         report("F5 restart under load", recovery_after_load_s=round(recovery, 2), **figures)
     finally:
+        restarter.cancel()
         await db.close()
         table.drop()
 
@@ -211,7 +255,9 @@ async def test_network_cut_under_load(kind, tokens):
     db = adb.Database(via(proxy, url_of(kind)), pool_size=8)
     table = tokens(kind)
     ledger = Ledger()
-    cut = await cut_under_load(proxy, db, table, ledger, 4000)
+    # the first cut once every worker is connected: the pool replaces each of them
+    cut = await cut_under_load(proxy, db, table, ledger, 4000,
+                               ready=lambda: db.stats()["connected"] == 8)
     recovery = await recovers(db)
     figures = ledger.check(table.tokens())
     # the cuts hit live connections, and the pool replaced them
@@ -254,13 +300,18 @@ async def test_deaf_server_fails_fast(kind):
     db = adb.Database(with_query(via(proxy, url_of(kind)), connect_timeout=1), pool_size=2)
     with pytest.raises(ServerUnavailable):
         await db.runQuery("select 1")
+    first = time.monotonic() - start
     with pytest.raises(ServerUnavailable):  # meanwhile: no new attempt, an immediate answer
         await db.runQuery("select 1")
     elapsed = time.monotonic() - start
     # one attempt and one immediate retry; psycopg 3 raises a connect_timeout under
-    # 2 s to 2 s (as libpq documents), psycopg2 and PyMySQL take 1 s as given
+    # 2 s to 2 s (as libpq documents), psycopg2 and PyMySQL take 1 s as given. The
+    # second call's answer comes before one more attempt could have timed out (a
+    # probe of the deaf server takes 0.2 s); the first's slack is for a loaded machine,
+    # and short of the four attempts a retry per worker would make
     attempt_s = 2.0 if kind.partition("/")[0] == "psycopg" else 1.0
-    assert elapsed < 2 * attempt_s + 2, elapsed
+    assert first < 2 * attempt_s + 1.5, first
+    assert elapsed - first < attempt_s, (first, elapsed)
     proxy.deaf(False)
     recovery = await recovers(db)
     report("F15 deaf server", kind=kind, failed_within_s=round(elapsed, 2),
@@ -277,15 +328,17 @@ async def test_refused_server_backs_off_and_recovers():
     db = adb.Database(via(proxy, URLS[kind]), pool_size=4)
     started = time.monotonic()
     failures = 0
-    while time.monotonic() - started < 2:
+    while failures < 100:  # a number of calls, not of seconds: a slow machine makes fewer
         t = time.monotonic()
         with pytest.raises(ServerUnavailable) as info:
             await db.runQuery("select 1")
-        assert time.monotonic() - t < 0.5 and info.value.may_have_run is False
+        # fast: never a wait for the backoff (up to 10 s) nor for a connect
+        assert time.monotonic() - t < 1.0 and info.value.may_have_run is False
         failures += 1
         await asyncio.sleep(0.02)
     attempts = db.stats()["connect_failures"]
-    assert attempts < failures  # backoff: most calls did not even try to connect
+    # backoff: attempts grow with the log of the time the calls took, not with the calls
+    assert attempts < failures / 4, (attempts, time.monotonic() - started)
     proxy.refuse(False)
     recovery = await recovers(db)
     report("F7 server down", calls=failures, connect_attempts=attempts, recovery_s=round(recovery, 2))
@@ -295,23 +348,29 @@ async def test_refused_server_backs_off_and_recovers():
 
 @pytest.mark.parametrize("kind", KINDS)
 async def test_cancel_running_query(kind):
-    name = f"adb-f19-{kind}"
+    """A query the server is running (seen in its own view) cancelled by the
+    caller: the caller gets its answer at once, the server stops the query well
+    before it would have ended (30 s), and the pool serves on."""
+    name = unique(f"adb-f19-{kind}")
     db = adb.Database(url_for(kind, name), pool_size=2, name=name)
-    sleep = "select pg_sleep(30)" if server_of(kind) == "postgresql" else "select sleep(30)"
-    start = time.monotonic()
-    with pytest.raises(asyncio.TimeoutError):
-        await asyncio.wait_for(db.runQuery(sleep), 0.3)
-    cancelled_in = time.monotonic() - start
-    assert cancelled_in < 1.0
-    await asyncio.sleep(0.5)
+    marker = f"adb-f19-{uuid.uuid4().hex[:8]}"  # this test's query, not another's
+    sleep = (f"select pg_sleep(30) /* {marker} */" if server_of(kind) == "postgresql"
+             else f"select sleep(30) /* {marker} */")
     with adb.sync.Database(URLS[server_of(kind)], pool_size=1) as admin:
-        if server_of(kind) == "postgresql":
-            active = admin.runQuery("select count(*) from pg_stat_activity where query like "
-                                    "'select pg_sleep(30)%%' and state = 'active'")
-        else:
-            active = admin.runQuery("select count(*) from information_schema.processlist "
-                                    "where info like 'select sleep(30)%%'")
-    assert active == [(0,)]
+        def running():
+            if server_of(kind) == "postgresql":
+                return admin.runQueryValue("select count(*) from pg_stat_activity where "
+                                           "query = %s and state = 'active'", (sleep,))
+            return admin.runQueryValue("select count(*) from information_schema.processlist "
+                                       "where info = %s", (sleep,))
+        query = asyncio.ensure_future(db.runQuery(sleep))
+        await until(lambda: running() == 1 or query.done(), "the sleep to run on the server")
+        start = time.monotonic()
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(query, 0.1)
+        cancelled_in = time.monotonic() - start
+        assert cancelled_in < 3.0  # not the 30 s of the sleep, nor its cancel's round trip
+        await until(lambda: running() == 0, "the cancelled sleep to end on the server", limit=20)
     echoes = await asyncio.gather(*(db.runQuery("select %s", (i,)) for i in range(1000)))
     assert echoes == [[(i,)] for i in range(1000)]
     report("F19 cancel running", kind=kind, cancelled_in_s=round(cancelled_in, 2))
@@ -326,14 +385,17 @@ async def test_statement_timeout_cancels_on_the_server(kind, tmp_path):
             "select count(*) from c")
     else:
         url = url_for(kind, f"adb-st-{kind}")
-        slow = "select pg_sleep(5)" if server_of(kind) == "postgresql" else (
+        slow = "select pg_sleep(30)" if server_of(kind) == "postgresql" else (
             "select count(*) from information_schema.columns a, information_schema.columns b, "
             "information_schema.columns c")  # a killed SLEEP() returns 1 instead of failing
     db = adb.Database(url, pool_size=1, statement_timeout=0.3)
+    assert await db.runQuery("select 1") == [(1,)]  # connected: the time below is the query's
     start = time.monotonic()
     with pytest.raises(StatementTimeout) as info:
         await db.runQuery(slow)
-    assert time.monotonic() - start < 1.5
+    # cancelled on the server long before the sleep's end, and (may_have_run False)
+    # before the cancel grace (2 s) would have cut the connection; slack for a loaded machine
+    assert time.monotonic() - start < 3.0
     assert info.value.may_have_run is False
     assert await db.runQuery("select 1", statement_timeout=5) == [(1,)]
     await db.close()
@@ -343,21 +405,27 @@ async def test_max_lifetime_rotates_connections_without_errors():
     kind = "postgresql"
     db = adb.Database(url_for(kind, "adb-f17"), pool_size=2, max_lifetime=0.3)
     pids: set[int] = set()
-    end = time.monotonic() + 1.5
-    while time.monotonic() < end:
+    end = time.monotonic() + 30  # calls go on until connections have been rotated
+    while len(pids) <= 4 or db.stats()["recycled"] < 2:
+        assert time.monotonic() < end, (pids, db.stats())
         rows = await asyncio.gather(*(db.runQuery("select pg_backend_pid()") for _ in range(10)))
         pids.update(r[0][0] for r in rows)
         await asyncio.sleep(0.05)
-    assert len(pids) > 2 and db.stats()["recycled"] > 0 and db.stats()["errors"] == 0
+    assert db.stats()["errors"] == 0
     report("F17 max_lifetime", backends_seen=len(pids), recycled=db.stats()["recycled"])
     await db.close()
 
 
 async def test_max_idle_closes_unused_connections():
-    db = adb.Database(url_for("postgresql", "adb-idle"), pool_size=3, max_idle=0.2)
+    name = unique("adb-idle")
+    db = adb.Database(url_for("postgresql", name), pool_size=3, max_idle=0.2)
     await asyncio.gather(*(db.runQuery("select 1") for _ in range(6)))
-    await asyncio.sleep(0.6)
-    assert db.stats()["connected"] == 0
+    # each idle connection closed: by the pool's count and by the server's
+    await until(lambda: db.stats()["connected"] == 0, "the idle connections to close")
+    with adb.sync.Database(URLS["postgresql"], pool_size=1) as admin:
+        await until(lambda: admin.runQueryValue("select count(*) from pg_stat_activity "
+                                                "where application_name = %s", (name,)) == 0,
+                    "the server to see the idle connections closed")
     assert await db.runQuery("select 1") == [(1,)]
     await db.close()
 
@@ -394,12 +462,14 @@ async def test_close_under_load_settles_everything(tokens):
     elapsed = time.monotonic() - start
     ok = [r for r in results if r == 1]
     closed = [r for r in results if isinstance(r, PoolClosed)]
-    assert len(ok) + len(closed) == 2000 and elapsed < 5
+    # settled: the accepted calls ran, the rest failed at the close's timeout, and
+    # nothing waited for the 2,000 inserts to run one by one (slack for a loaded machine)
+    assert len(ok) + len(closed) == 2000 and elapsed < 10
     assert all(tx.state is adb.TxState.FAILED for tx in txs)
     present = table.tokens()
     assert "tx" not in present and len(present) == len(ok)
-    await asyncio.sleep(0.2)
-    assert threading.active_count() <= threads_before
+    # the worker threads have ended (joined by close()); the watchdog ends right after
+    await until(lambda: threading.active_count() <= threads_before, "the pool's threads to end")
     await db.close()  # idempotent
     report("F25 close under load", ok=len(ok), closed=len(closed), close_s=round(elapsed, 2))
 
@@ -449,7 +519,8 @@ async def test_a_killed_pipeline_leaves_at_most_its_depth_in_doubt(tokens):
     doubt: every statement sent whose answer was not read. Answers read before the
     break settle their calls, and a pipeline holds at most PIPELINE_DEPTH calls, so
     one connection killed mid-burst leaves at most that many calls
-    ``ConnectionLost(may_have_run=True)`` (docs/failures.md)."""
+    ``ConnectionLost(may_have_run=True)`` (docs/failures.md). The burst goes on
+    until calls in flight have met the kill."""
     kind = "mysql"
     require_server(server_of(kind))
     depth = adb.options.PIPELINE_DEPTH
@@ -462,22 +533,23 @@ async def test_a_killed_pipeline_leaves_at_most_its_depth_in_doubt(tokens):
     killed = []
 
     def kill_once():  # once the burst is well under way, with every worker connected
-        deadline = time.monotonic() + 30
-        while (len(ledger.ok) < 3000 or len(db._engine.pool.connections) < 10) \
-                and time.monotonic() < deadline:
+        deadline = time.monotonic() + 60
+        while len(ledger.ok) < 3000 or len(db._engine.pool.connections) < 10:
+            if time.monotonic() > deadline:
+                killed.append((0, len(ledger.ok)))  # fails below, saying so
+                return
             time.sleep(0.005)
-        connections = list(db._engine.pool.connections.values())
-        killed.append((len(connections), len(ledger.ok)))
-        kill_all(db, kind)
+        killed.append((kill_all(db, kind), len(ledger.ok)))
 
     timer = threading.Thread(target=kill_once)
     timer.start()
     try:
-        await fire(db, table, 20000, ledger)
+        await load_until(db, table, ledger, lambda: bool(killed) and (
+            ledger.failed() > 0 or killed[0][0] == 0), 2000, what="the kill, met by calls in flight")
         timer.join()
         figures = ledger.check(table.tokens())
         [(connections, done_before)] = killed
-        assert connections > 0 and done_before < 20000  # the kill landed mid-burst
+        assert connections == 10, killed  # every worker's connection, killed mid-burst
         assert figures["ambiguous"] <= connections * depth, (figures, killed)
         assert figures["ok"] > 0
         report("pipeline kill", kind=kind, connections_killed=connections, depth=depth,

@@ -88,17 +88,22 @@ async def _failover_under_load(db, pair, writers=4):
                 counts["ok_before"] += 1
 
     async def fail_over():
-        await asyncio.sleep(0.5)
-        crash["at"] = loop.time()
-        await loop.run_in_executor(None, pair.crash_primary)
-        crash["down"] = loop.time()
-        await loop.run_in_executor(None, pair.promote)
-        crash["promoted"] = loop.time()
-        deadline = loop.time() + FAILOVER_BOUND + 5
-        while not first_ok_after and loop.time() < deadline:
-            await asyncio.sleep(0.05)
-        await asyncio.sleep(1.0)
-        stop.set()
+        try:
+            deadline = loop.time() + 30
+            while counts["ok_before"] < 50:  # the load under way on the primary
+                assert loop.time() < deadline, "the primary acknowledged no 50 inserts in 30 s"
+                await asyncio.sleep(0.02)
+            crash["at"] = loop.time()
+            await loop.run_in_executor(None, pair.crash_primary)
+            crash["down"] = loop.time()
+            await loop.run_in_executor(None, pair.promote)
+            crash["promoted"] = loop.time()
+            deadline = loop.time() + FAILOVER_BOUND + 5
+            while not first_ok_after and loop.time() < deadline:
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(1.0)  # a second of inserts on the new primary
+        finally:
+            stop.set()  # the writers end however this ends
 
     await asyncio.gather(fail_over(), *(writer(w) for w in range(writers)))
     failover = (first_ok_after[0] if first_ok_after else float("inf")) - crash["at"]

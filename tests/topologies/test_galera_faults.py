@@ -30,14 +30,14 @@ import adb
 import adb.sync
 from adb.errors import ConnectionLost, ServerUnavailable
 
-from ..faults.ledger import Ledger, recovers
+from ..faults.ledger import Ledger, recovers, until
 from . import galera
 
 #: callers per Database, each inserting one token after another, and its workers
 CALLERS, POOL = 8, 4
-#: seconds of load before the kill, and after it (the survivors' commits wait about
-#: 3 s for the cluster to evict the killed node: start-galera's evs timeouts)
-BEFORE_KILL, AFTER_KILL = 0.5, 4.0
+#: inserts each load has had acknowledged before the kill (the load is under way),
+#: and the seconds the failover test's reader gives the next host to answer
+BEFORE_KILL, AFTER_KILL = 20, 4.0
 #: the bound on a failover: from the kill to the first write a survivor acknowledged
 FAILOVER_BOUND = 6.0
 #: how often the failover test's reader asks which node answers
@@ -125,6 +125,9 @@ class Load:
         self.running = False
         await asyncio.gather(*self.tasks)
 
+    def oks(self):
+        return sum(not isinstance(o, BaseException) for _, _, o in self.settled)
+
     def errors(self, kind=BaseException):
         return [o for _, _, o in self.settled if isinstance(o, kind)]
 
@@ -157,15 +160,24 @@ async def test_a_node_killed_under_load_through_all_three(tokens, cluster_restor
         await asyncio.gather(*(db.runQuery("select 1") for db in dbs.values()))
         loads = {node: Load(dbs[node], tokens, ledgers[node], f"n{node}-")
                  for node in galera.NODES}
-        await asyncio.sleep(BEFORE_KILL)
+        await until(lambda: all(load.oks() >= BEFORE_KILL for load in loads.values()),
+                    f"{BEFORE_KILL} inserts through each node")
         opened = dbs[victim].stats()["connects"]  # a pool warms only some workers up front
         killed_at = time.monotonic()
         galera.kill_node(victim)
-        await asyncio.sleep(AFTER_KILL)
+        # the load goes on until the survivors have evicted the node (their commits
+        # wait for that) and each has acknowledged an insert sent after it, and the
+        # killed node's callers have been refused
+        await asyncio.to_thread(galera.wait_gone, victim)
+        evicted_at = time.monotonic()
+        killed = loads[victim]
+        survivors = [n for n in galera.NODES if n != victim]
+        await until(lambda: killed.errors(ServerUnavailable) and all(
+            loads[n].first_ok_after(evicted_at) is not None for n in survivors),
+            "an insert through each survivor after the eviction, a call refused on the killed node")
         for load in loads.values():
             await load.stop()
 
-        killed = loads[victim]
         lost = killed.errors(ConnectionLost)
         in_flight = [e for e in lost if not isinstance(e, ServerUnavailable)]
         assert in_flight and all(e.may_have_run for e in in_flight), lost[:3]
@@ -175,7 +187,6 @@ async def test_a_node_killed_under_load_through_all_three(tokens, cluster_restor
         refused = killed.errors(ServerUnavailable)
         assert refused and not any(e.may_have_run for e in refused)
         assert killed.errors() == lost  # nothing but ConnectionLost and ServerUnavailable
-        survivors = [n for n in galera.NODES if n != victim]
         for node in survivors:  # the survivors' callers saw no error at all
             assert loads[node].errors() == [], (node, loads[node].errors()[:3])
             assert loads[node].first_ok_after(killed_at) is not None
@@ -234,11 +245,15 @@ async def failover_once(run):
         assert await db.runQuery("select @@port") == [(galera.port(1),)]
         assert await probe.runQuery("select @@port") == [(galera.port(1),)]
         load = Load(db, tokens, ledger, f"f{run}-")
-        await asyncio.sleep(BEFORE_KILL)
+        await until(lambda: load.oks() >= BEFORE_KILL, f"{BEFORE_KILL} inserts through node 1")
         killed_at = time.monotonic()
         galera.kill_node(1)
         read_at = await first_answer_from(probe, galera.port(2), killed_at, AFTER_KILL)
-        await asyncio.sleep(killed_at + AFTER_KILL - time.monotonic())
+        # the load goes on until a survivor acknowledged an insert sent after the kill
+        # (once the cluster evicted node 1), past FAILOVER_BOUND if need be: the bound
+        # is checked on the figure, below
+        await until(lambda: load.first_ok_after(killed_at) is not None,
+                    "an insert acknowledged by a survivor", galera.EVICT_TIMEOUT + 15)
         await load.stop()
         assert read_at is not None, "no read answered by the next host"
 

@@ -23,9 +23,9 @@ from . import galera
 
 #: MySQL's ER_LOCK_DEADLOCK: what a certification conflict is reported as
 DEADLOCK = 1213
-#: seconds the standalone statement of the retries= test holds its row on node 2,
-#: and when the conflicting commit through node 1 comes within them
-HOLD, CONFLICT_AT = 0.5, 0.15
+#: seconds the standalone statement of the retries= test holds its row on node 2;
+#: the conflicting commit through node 1 comes once node 2 shows it running
+HOLD = 1.0
 
 
 class Counters:
@@ -163,15 +163,49 @@ def no_server_retry(conn):
         cursor.execute("set session wsrep_retry_autocommit = 0")
 
 
-def commit_through_node_1_soon(table):
-    """In CONFLICT_AT seconds, a transaction through node 1 changes row 1."""
-    def commit():
-        with adb.sync.Database(galera.url(1), pool_size=1) as writer:
-            with writer.transaction() as tx:
-                tx.runOperation(f"update {table} set b = b + 1 where k = 1")
-    timer = threading.Timer(CONFLICT_AT, commit)
-    timer.start()
-    return timer
+class ConflictingCommit(threading.Thread):
+    """A transaction through node 1 that changes row 1 and commits once node 2's
+    processlist shows the standalone UPDATE holding that row (in its sleep): the
+    conflict comes while the row is held, however slow the machine. ``at``: when
+    the commit was sent; ``error``: what went wrong, if anything."""
+
+    def __init__(self, table):
+        super().__init__()
+        self.table, self.at, self.error = table, None, None
+        self.start()
+
+    def run(self):
+        try:
+            with adb.sync.Database(galera.url(1), pool_size=1) as writer:
+                with writer.transaction() as tx:
+                    tx.runOperation(f"update {self.table} set b = b + 1 where k = 1")
+                    self.wait_for_the_hold()
+                    self.at = time.monotonic()
+        except Exception as exc:  # for the test's thread
+            self.error = exc
+
+    def wait_for_the_hold(self):
+        held = ("select count(*) from information_schema.processlist "
+                f"where info like 'update {self.table} set a = a + 1%'")
+        node2 = galera.connect(2)
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                with node2.cursor() as cursor:
+                    cursor.execute(held)
+                    if cursor.fetchone()[0]:
+                        return
+                assert time.monotonic() < deadline, "node 2 never showed the UPDATE running"
+                time.sleep(0.005)
+        finally:
+            node2.close()
+
+    def join_ok(self):
+        """Wait for the commit; its time (fails with what went wrong)."""
+        self.join()
+        if self.error is not None:
+            raise self.error
+        return self.at
 
 
 async def test_retries_runs_a_standalone_call_aborted_by_a_conflict_again(front, counters):
@@ -181,14 +215,15 @@ async def test_retries_runs_a_standalone_call_aborted_by_a_conflict_again(front,
     db = FRONTS[front](galera.url(2), pool_size=1, retries=3, on_connect=no_server_retry)
     try:
         assert await ev(db.runQuery("select @@wsrep_retry_autocommit")) == [(0,)]
-        timer = commit_through_node_1_soon(table)
+        conflict = ConflictingCommit(table)
         started = time.monotonic()
         assert await ev(db.runOperation(f"update {table} set a = a + 1 "
                                         f"where k = 1 and sleep({HOLD}) = 0")) == 1
-        elapsed = time.monotonic() - started
-        await asyncio.to_thread(timer.join)
+        ended = time.monotonic()
+        committed_at = await asyncio.to_thread(conflict.join_ok)
         assert await asyncio.to_thread(counters.read) == (1, 1, 1)
-        assert db.stats()["retries"] == 1 and elapsed >= CONFLICT_AT + HOLD
+        # aborted by the commit, then run again: a whole hold after it
+        assert db.stats()["retries"] == 1 and ended >= committed_at + HOLD
     finally:
         await close(db)
 
@@ -196,12 +231,12 @@ async def test_retries_runs_a_standalone_call_aborted_by_a_conflict_again(front,
 async def test_without_retries_the_standalone_call_fails_with_1213(counters):
     db = adb.Database(galera.url(2), pool_size=1, on_connect=no_server_retry)
     try:
-        timer = commit_through_node_1_soon(counters.table)
+        conflict = ConflictingCommit(counters.table)
         with pytest.raises(db.dbapi.OperationalError) as raised:
             await db.runOperation(f"update {counters.table} set a = a + 1 "
                                   f"where k = 1 and sleep({HOLD}) = 0")
         assert raised.value.args[0] == DEADLOCK
-        await asyncio.to_thread(timer.join)
+        await asyncio.to_thread(conflict.join_ok)
         assert await asyncio.to_thread(counters.read) == (1, 0, 1)
     finally:
         await db.close()
@@ -213,13 +248,12 @@ async def test_galera_itself_runs_an_aborted_autocommit_statement_once_more(coun
     db = adb.Database(galera.url(2), pool_size=1)
     try:
         assert await db.runQuery("select @@wsrep_retry_autocommit") == [(1,)]
-        timer = commit_through_node_1_soon(counters.table)
-        started = time.monotonic()
+        conflict = ConflictingCommit(counters.table)
         assert await db.runOperation(f"update {counters.table} set a = a + 1 "
                                      f"where k = 1 and sleep({HOLD}) = 0") == 1
-        elapsed = time.monotonic() - started
-        await asyncio.to_thread(timer.join)
+        ended = time.monotonic()
+        committed_at = await asyncio.to_thread(conflict.join_ok)
         assert await asyncio.to_thread(counters.read) == (1, 1, 1)
-        assert db.stats()["retries"] == 0 and elapsed >= CONFLICT_AT + HOLD
+        assert db.stats()["retries"] == 0 and ended >= committed_at + HOLD
     finally:
         await db.close()

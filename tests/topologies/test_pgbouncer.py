@@ -191,8 +191,9 @@ def active(direct, marker):
 
 
 def test_statement_timeout_cancels_on_the_server_through_pgbouncer(driver, direct):
-    """``select pg_sleep(3)`` with a 0.5 s timeout ends within about a second as a
-    clean cancel (``may_have_run=False``), and the server no longer runs it."""
+    """``select pg_sleep(3)`` with a 0.5 s timeout ends as a clean cancel
+    (``may_have_run=False``), sooner than the cancel grace (2 s) would have cut the
+    connection and than the sleep's end, and the server no longer runs it."""
     marker = f"adb_pgb_{uuid.uuid4().hex[:10]}"
     db = adb.sync.Database(bouncer_url(driver), pool_size=1, statement_timeout=0.5)
     try:
@@ -201,7 +202,7 @@ def test_statement_timeout_cancels_on_the_server_through_pgbouncer(driver, direc
         with pytest.raises(StatementTimeout) as timed_out:
             db.runQuery(f"select pg_sleep(3) /* {marker} */")
         took = time.monotonic() - start
-        assert took < 1.2, took
+        assert took < 0.5 + 1.5, took  # (slack for a loaded machine; a cut would be 2.5 s)
         assert timed_out.value.may_have_run is False
         assert active(direct, marker) == 0
         assert db.runQuery("select 2") == [(2,)]
@@ -241,7 +242,8 @@ def test_a_timed_out_call_returns_only_once_its_cancel_has_returned(driver):
 def test_without_pooler_psycopg2s_cancel_reaches_nothing_and_says_why(direct, caplog):
     """The proof: without ``pooler=``, psycopg2's ``pg_cancel_backend`` names the
     pid pgbouncer made up. The call ends only when its connection is cut (it may
-    have run), the server still runs the statement, and the log says to pass pooler=."""
+    have run), the server still runs the statement (a sleep long enough to be there
+    still however slow the cut), and the log says to pass pooler=."""
     require_pgbouncer()
     marker = f"adb_pgb_{uuid.uuid4().hex[:10]}"
     db = with_pool_options(adb.sync.Database, cancel_grace=0.3)(
@@ -249,7 +251,7 @@ def test_without_pooler_psycopg2s_cancel_reaches_nothing_and_says_why(direct, ca
     try:
         with caplog.at_level(logging.WARNING, logger="adb"):
             with pytest.raises(StatementTimeout) as timed_out:
-                db.runQuery(f"select pg_sleep(1.5) /* {marker} */")
+                db.runQuery(f"select pg_sleep(5) /* {marker} */")
         assert timed_out.value.may_have_run is True
         assert active(direct, marker) == 1
         assert "pass Database(pooler=...)" in caplog.text

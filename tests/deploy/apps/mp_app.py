@@ -33,6 +33,7 @@ def main():
             print("ready", flush=True)
             pool.map(work, ["select 1", os.environ["ADB_DEPLOY_SLEEP"]] +
                      ["select 1"] * 1000)
+            print("at rest", flush=True)  # what a stop "at rest" waits for
             signal.pause()
 
 

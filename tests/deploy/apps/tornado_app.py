@@ -16,6 +16,10 @@ import tornado.web
 import adb.tornado
 
 URL = os.environ["ADB_DEPLOY_URL"]
+#: seconds the requests in flight have at a stop before they are cancelled (adb then
+#: cancels their statements on the server), as uvicorn's --timeout-graceful-shutdown:
+#: a Database's close() waits for the calls already running, however long they take
+GRACE = 3.0
 
 
 class Ping(tornado.web.RequestHandler):
@@ -42,8 +46,21 @@ async def serve(sockets):
     server.add_sockets(sockets)
     await stop.wait()
     server.stop()
+    await finish_requests(GRACE)
     await app.db.close(timeout=0)
     await embedded.close()
+
+
+async def finish_requests(grace):
+    """Give the tasks still running (the requests in flight) ``grace`` seconds, then
+    cancel those left and wait for them to end."""
+    others = asyncio.all_tasks() - {asyncio.current_task()}
+    if not others:
+        return
+    _, pending = await asyncio.wait(others, timeout=grace)
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
 
 
 def main():

@@ -8,6 +8,10 @@ import json
 import os
 
 import adb.sync
+from gunicorn_conf import graceful_timeout
+
+#: below graceful_timeout, with a second to spare for the cancel and the exit
+STATEMENT_TIMEOUT = graceful_timeout - 1.0
 
 URL = os.environ["ADB_DEPLOY_URL"]
 THREADS = int(os.environ.get("THREADS", "4"))
@@ -21,7 +25,10 @@ if os.environ.get("ADB_DEPLOY_PRELOADED"):
 
 def open_database():
     global db
-    db = adb.sync.Database(URL, pool_size=THREADS)
+    # On SIGTERM a gthread worker waits graceful_timeout for the requests in flight,
+    # then the master kills it (SIGKILL): a statement still running then is left to
+    # run to its end on the server. So every statement is bounded below that.
+    db = adb.sync.Database(URL, pool_size=THREADS, statement_timeout=STATEMENT_TIMEOUT)
 
 
 def close_database():
