@@ -48,7 +48,7 @@ def namedtuple_row(description: Any, rows: Sequence[Any]) -> list[Any]:
     return [make(row) for row in rows]
 
 
-class AttrDict(dict):  # type: ignore[type-arg]  # a row: column name -> any value
+class AttrDict(dict[str, Any]):
     """A row as a dict whose keys are also attributes: ``row.name`` and ``row["name"]``,
     as torndb's ``Row``. It is a dict, so ``json.dumps(row)`` writes an object and
     ``row == {"id": 1}`` holds. A column named as a dict method (``keys``, ``items``,

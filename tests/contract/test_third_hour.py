@@ -21,6 +21,7 @@ import subprocess
 import sys
 import threading
 import time
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -43,7 +44,7 @@ def guide_function(page, name):
     for block in python_blocks(page):
         found = re.search(rf"^def {name}\(.*?(?=^\S)", block, re.S | re.M)
         if found:
-            scope = {}
+            scope: dict[str, Any] = {}
             exec(found.group(0), scope)
             return scope[name]
     raise AssertionError(f"{page} defines no {name}()")
@@ -103,13 +104,13 @@ async def test_attrdict_rows_read_as_attributes_and_keys_and_dump_as_json_object
         rows = await ev(db.runQuery(sql))
         assert [json.dumps(row) for row in rows] == ['{"id": 1, "name": "a"}']
         row = await ev(db.runQueryRow(sql))
-        assert isinstance(row, adb.rows.AttrDict) and isinstance(row, dict)
+        assert isinstance(row, adb.rows.AttrDict) and issubclass(adb.rows.AttrDict, dict)
         assert row.name == row["name"] == "a" and row.id == row["id"] == 1
         assert row == {"id": 1, "name": "a"}
         with pytest.raises(AttributeError, match="no column 'title'.*id, name"):
             row.title
         with pytest.raises(AttributeError):
-            row.title = "b"  # an attribute that is not a column would not be in its JSON
+            row.title = "b"  # type: ignore[attr-defined]  # not a column: not in its JSON
         tx = await ev(db.beginTransaction())  # in a transaction, and per call
         try:
             (row,) = await ev(tx.runQuery(sql))
@@ -236,8 +237,10 @@ def test_psycopg3_fails_the_psycopg2_recipe_and_prepare_true_works():
         assert isinstance(raised.value.__context__, psycopg.errors.IndeterminateDatatype)
     # (a PREPARE outlives the rollback of its transaction: a fresh pool for the count)
     (block,) = [b for b in python_blocks("docs/coming-from-asyncpg.md") if "prepare=True" in b]
-    scope = {}
-    exec(re.search(r"^def add_one\(.*?(?=^\S)", block, re.S | re.M).group(0), scope)
+    found = re.search(r"^def add_one\(.*?(?=^\S)", block, re.S | re.M)
+    assert found is not None
+    scope: dict[str, Any] = {}
+    exec(found.group(0), scope)
     with adb.sync.Database(psycopg_url(), pool_size=1) as db:
         assert db.runInteraction(scope["add_one"], [1, 41]) == ([2, 42], 1)
 
@@ -350,6 +353,7 @@ def test_an_outage_warns_when_it_begins_and_when_it_ends(kind, driver, failures,
     if driver == "pg8000":
         pytest.importorskip("pg8000")
     parts = urlsplit(URLS[kind])
+    assert parts.hostname and parts.port and parts.username
     proxy = FaultProxy(parts.hostname, parts.port)
     caplog.set_level(logging.DEBUG, logger="adb")
     db = adb.sync.Database(driver=driver, host="127.0.0.1", port=proxy.port, user=parts.username,
@@ -385,6 +389,7 @@ from adb import Database
 
 async def main():
     db = Database("sqlite://")
+    assert await db.runQueryValue("select 1") == 1  # the loop bound: calls on the fast path
     db.runOperation("insert into t3h_no_such_table values (1)")  # the await forgotten
     await db.close()
 
@@ -404,7 +409,7 @@ def test_debug_mode_names_the_line_of_a_call_nobody_awaited(flags, env, tmp_path
     debug = subprocess.run([sys.executable, *flags, str(script)], env={**here, **env},
                            capture_output=True, text=True, timeout=120)
     assert "exception was never retrieved" in debug.stderr, debug.stderr
-    assert re.search(r'forgot\.py", line 7, in main\n\s+db\.runOperation', debug.stderr), \
+    assert re.search(r'forgot\.py", line 8, in main\n\s+db\.runOperation', debug.stderr), \
         debug.stderr
     plain = subprocess.run([sys.executable, str(script)], env=here, capture_output=True,
                            text=True, timeout=120)
