@@ -106,7 +106,20 @@ def ext_modules() -> list[Any]:
     # only the compiled modules' own typing matters here (``mypy --strict adb`` checks all)
     options = ["--config-file", "", "--python-version", "3.10", "--follow-imports", "silent",
                "--ignore-missing-imports"]
+    print(compiling_notice(), file=sys.stderr, flush=True)
     return list(mypycify([*options, *COMPILED], opt_level="3", group_name=GROUP))
+
+
+def compiling_notice() -> str:
+    """The one line a compiling build prints first: the build is silent for about a
+    minute after it (mypyc, then the C compiler), and what it makes runs on this
+    Python only, which nothing else says. (pip shows a build's output only with
+    ``-v``, or when it fails; ``python -m build`` shows it.)"""
+    modules = ", ".join(os.path.basename(path) for path in COMPILED)
+    return (f"adb: compiling {len(COMPILED)} modules of the per-call path with mypyc "
+            f"({modules}): this takes about a minute, and the wheel is for this Python "
+            f"only ({sys.implementation.cache_tag}, {sysconfig.get_platform()}); "
+            f"{ENV}=0 makes a pure-Python wheel for any Python, at once")
 
 
 def _requires(target: str, setuptools_requires: Any, config_settings: Any) -> list[str]:

@@ -4,6 +4,7 @@ queued: a wrong type fails at once (TypeError), never later in a worker."""
 from __future__ import annotations
 
 import inspect
+import reprlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Union
 
@@ -32,12 +33,47 @@ def statement(sql: object, params: Any) -> tuple[Union[str, bytes], Params]:
 def check_params(params: object) -> None:
     if type(params) in _PLAIN_PARAMS:  # the common case, without ABC checks
         return
-    if isinstance(params, (str, bytes)):
+    if is_one_value(params):  # runQuery(sql, 7): a value where its tuple belongs
         raise TypeError(
             f"parameters must be a tuple, list or dict, not {type(params).__name__} "
-            f"(for one value write ({params!r},))")
+            f"(for one value write ({_short(params)},))")
     if not isinstance(params, (Sequence, Mapping)):
         raise TypeError(f"parameters must be a tuple, list or dict, not {type(params).__name__}")
+
+
+def is_one_value(params: object) -> bool:
+    """True for what can only be one parameter's value (7, 'x', None, a Decimal, a
+    date, bytes), never a set of parameters: not a tuple, list, dict or other
+    sequence, mapping or iterable (a set or a generator is a mistake of its own)."""
+    return isinstance(params, (str, bytes)) or not isinstance(params, (Iterable, Mapping))
+
+
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = 40
+
+
+def _short(value: object) -> str:
+    """``value`` as the hint writes it: its repr, long strings and bytes shortened."""
+    return _REPR.repr(value)
+
+
+#: ``check_tx``'s ``params`` for a method whose second argument is not parameters
+NOT_PARAMS: Any = object()
+
+
+def check_tx(method: str, params: object, tx: object) -> None:
+    """``tx`` as ``method`` got it, when it is not a transaction handle: a TypeError
+    naming the mistake. ``runQuery(sql, 7, "x")``, torndb's and asyncpg's way, puts
+    the parameters in separate arguments; the second of them lands in ``tx``. Then
+    the error writes the one tuple out, ``(7, 'x')``, whatever the values' types."""
+    if params is not NOT_PARAMS and (params is None or is_one_value(params)):
+        raise TypeError(
+            f"{method} takes the parameters as one tuple, not as separate arguments: "
+            f"write {method}(sql, ({_short(params)}, {_short(tx)})) "
+            f"(its third argument is tx, a transaction handle from beginTransaction(), "
+            f"not {type(tx).__name__})")
+    raise TypeError(
+        f"tx must be a transaction handle from beginTransaction(), not {type(tx).__name__}")
 
 
 def many(sql: object, seq_of_params: object) -> tuple[Union[str, bytes], list[Any]]:
@@ -70,4 +106,5 @@ def check_interaction(fn: object) -> None:
             "or use runTransaction(fn), whose fn(tx) awaits the handle's calls")
 
 
-__all__ = ["PLAIN", "Params", "SQL", "check_callable", "check_interaction", "check_params", "many", "statement"]
+__all__ = ["NOT_PARAMS", "PLAIN", "Params", "SQL", "check_callable", "check_interaction", "check_params",
+           "check_tx", "is_one_value", "many", "statement"]

@@ -18,7 +18,8 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Callable, Generic, Optional, Union
 
 from . import bulk, listen, retry, rows
-from .args import PLAIN, SQL, Params, check_callable, check_interaction, many, statement
+from .args import (NOT_PARAMS, PLAIN, SQL, Params, check_callable, check_interaction, check_tx,
+                   many, statement)
 from .engine import Engine
 from .errors import InterfaceError
 from .frontend import F, FrontEnd
@@ -52,7 +53,8 @@ class BaseDatabase(Generic[F]):
       ``"sqlite3"``, or any importable PEP 249 module) for the keyword form; the
       remaining keywords go to the driver's ``connect()``.
     - ``pool_size``: number of worker threads and connections (default 10).
-    - ``row_factory``: ``"tuple"`` (default), ``"dict"``, ``"namedtuple"`` or a
+    - ``row_factory``: ``"tuple"`` (default), ``"dict"``, ``"namedtuple"``,
+      ``"attrdict"`` (dicts whose keys are also attributes, as torndb's rows) or a
       callable ``(description, rows) -> list``.
     - ``timeout``: default seconds a call may wait for a free worker before it
       fails with ``PoolTimeout`` (it then never runs); None waits forever.
@@ -215,7 +217,7 @@ class BaseDatabase(Generic[F]):
             text: never formatted into it.
         :param tx: a transaction handle: run it there, on that transaction's worker.
         :param row_factory: how to shape these rows: ``"tuple"``, ``"dict"``,
-            ``"namedtuple"`` or a callable (default: the Database's).
+            ``"namedtuple"``, ``"attrdict"`` or a callable (default: the Database's).
         :param timeout: seconds it may wait for a free worker (default: the
             Database's ``timeout``); past it, it fails and never runs.
         :param statement_timeout: seconds it may run (default: the Database's);
@@ -236,8 +238,9 @@ class BaseDatabase(Generic[F]):
         """
         engine = self._engine.reader(tx) if replica else self._engine
         if tx is not None:
-            return self._in(tx).runQuery(sql, params, row_factory=row_factory, timeout=timeout,
-                                         statement_timeout=statement_timeout)
+            return self._in(tx, "runQuery", params).runQuery(
+                sql, params, row_factory=row_factory, timeout=timeout,
+                statement_timeout=statement_timeout)
         if type(sql) is not str or type(params) not in PLAIN:  # else statement() passes them
             sql, params = statement(sql, params)
         factory = engine.row_factory if row_factory is None else rows.resolve(row_factory)
@@ -272,8 +275,9 @@ class BaseDatabase(Generic[F]):
         """
         engine = self._engine.reader(tx) if replica else self._engine
         if tx is not None:
-            return self._in(tx).runQueryRow(sql, params, row_factory=row_factory, timeout=timeout,
-                                            statement_timeout=statement_timeout)
+            return self._in(tx, "runQueryRow", params).runQueryRow(
+                sql, params, row_factory=row_factory, timeout=timeout,
+                statement_timeout=statement_timeout)
         if type(sql) is not str or type(params) not in PLAIN:  # else statement() passes them
             sql, params = statement(sql, params)
         factory = engine.row_factory if row_factory is None else rows.resolve(row_factory)
@@ -307,8 +311,9 @@ class BaseDatabase(Generic[F]):
         """
         engine = self._engine.reader(tx) if replica else self._engine
         if tx is not None:
-            return self._in(tx).runQueryValue(sql, params, timeout=timeout,
-                                              statement_timeout=statement_timeout)
+            return self._in(tx, "runQueryValue", params).runQueryValue(
+                sql, params, timeout=timeout,
+                statement_timeout=statement_timeout)
         if type(sql) is not str or type(params) not in PLAIN:  # else statement() passes them
             sql, params = statement(sql, params)
         return engine.standalone(Op.QUERY_VALUE, (sql, params), timeout, statement_timeout,
@@ -345,8 +350,9 @@ class BaseDatabase(Generic[F]):
             its subclasses, such as ``db.dbapi.IntegrityError``).
         """
         if tx is not None:
-            return self._in(tx).runOperation(sql, params, timeout=timeout,
-                                             statement_timeout=statement_timeout)
+            return self._in(tx, "runOperation", params).runOperation(
+                sql, params, timeout=timeout,
+                statement_timeout=statement_timeout)
         if type(sql) is not str or type(params) not in PLAIN:  # else statement() passes them
             sql, params = statement(sql, params)
         return self._standalone(_OPERATION, (sql, params), timeout, statement_timeout, sql)
@@ -380,8 +386,8 @@ class BaseDatabase(Generic[F]):
             its subclasses, such as ``db.dbapi.IntegrityError``).
         """
         if tx is not None:
-            return self._in(tx).runMany(sql, seq_of_params, timeout=timeout,
-                                        statement_timeout=statement_timeout)
+            return self._in(tx, "runMany").runMany(sql, seq_of_params, timeout=timeout,
+                                                   statement_timeout=statement_timeout)
         sql, seq = many(sql, seq_of_params)
         return self._standalone(Op.MANY, (sql, seq), timeout, statement_timeout,
                                 many_what(sql, len(seq)))
@@ -502,8 +508,12 @@ class BaseDatabase(Generic[F]):
         """This Database's engine, or for ``replica=True`` a replica's that can serve."""
         return self._engine.reader() if replica else self._engine
 
-    def _in(self, tx: object) -> Transaction:
-        """``tx``, checked to be a transaction of this Database (or of its replicas)."""
+    def _in(self, tx: object, method: str, params: object = NOT_PARAMS) -> Transaction:
+        """``tx``, checked to be a transaction of this Database (or of its replicas);
+        what ``method`` got as ``tx`` when it is not a handle at all is named
+        (``check_tx``: most often the second of parameters passed one by one)."""
+        if not isinstance(tx, Transaction):
+            check_tx(method, params, tx)
         self._engine.route(tx)
         return tx  # type: ignore[return-value]
 
@@ -575,7 +585,7 @@ class BaseDatabase(Generic[F]):
         :param tx: a transaction handle: run it there, on that transaction's worker.
         :param batch: rows per batch (the most held at once is two batches).
         :param row_factory: how to shape these rows: ``"tuple"``, ``"dict"``,
-            ``"namedtuple"`` or a callable (default: the Database's).
+            ``"namedtuple"``, ``"attrdict"`` or a callable (default: the Database's).
         :param timeout: seconds it may wait for a free worker.
         :param idle_timeout: seconds the consumer may ask for nothing before the
             stream is closed.

@@ -142,9 +142,7 @@ class Pool:
     def _open(self) -> Connection:
         backoff = self._backoff
         if backoff.wait_left() and not self._server_back():
-            raise ServerUnavailable(
-                f"{self.name!r} cannot reach {self.driver.target} ({backoff.last_error}); "
-                f"next attempt in {backoff.wait_left():.1f} s") from self._last_failure
+            raise self._unavailable(backoff.last_error) from self._last_failure
         try:
             conn = self._connect(retry=not backoff.failures)
         except ConnectionRejected:
@@ -155,18 +153,38 @@ class Pool:
             with self._state_lock:  # workers fail together: each failure counts once
                 delay = backoff.failed(error)
                 failures = backoff.failures
-            if failures in (1, 5) or failures % 20 == 0:
-                log.warning("%s: cannot connect to %s (%s); %d failure(s), next attempt in "
-                            "%.1f s", self.name, self.driver.target, error, failures, delay)
-            raise ServerUnavailable(
-                f"{self.name!r} cannot connect to {self.driver.target}: {error}") from exc
+            self._log_failure(error, failures, delay)
+            raise self._unavailable(error) from exc
         with self._state_lock:
             recovered = backoff.succeeded()
-        if recovered:
-            log.warning("%s: connected to %s again", self.name, self.driver.target)
+        if recovered:  # the outage's second and last WARNING
+            log.warning("%s: connected to %s again, after %d failed attempt(s)",
+                        self.name, self.driver.target, recovered)
         self._last_failure = None
         self._count_connect(threading.get_ident())
         return conn
+
+    def _unavailable(self, error: Optional[str]) -> ServerUnavailable:
+        """The error of a call that found no connection: it did not run. The retry
+        it names is the pool's own (its next connect), not this call's: a caller
+        that wants the call run again makes it again, or passes ``retries=``."""
+        return ServerUnavailable(
+            f"{self.name!r} cannot reach {self.driver.target} ({error}): this call did not "
+            f"run; the pool tries to connect again in {self._backoff.wait_left():.1f} s")
+
+    def _log_failure(self, error: str, failures: int, delay: float) -> None:
+        """Log a failed connect: a WARNING for an outage's first, DEBUG for the rest
+        (a WARNING again once it connects: ``_open``). Every call meanwhile fails
+        with ``ServerUnavailable``, which says so to its caller; the log is for the
+        operator, who needs the outage once, not once per call or attempt."""
+        if failures == 1:
+            log.warning("%s: cannot connect to %s (%s); calls fail at once with "
+                        "ServerUnavailable until it is back, and the pool tries again "
+                        "(first in %.1f s, then less often, up to every %.0f s)", self.name,
+                        self.driver.target, error, delay, self._backoff.maximum)
+        else:
+            log.debug("%s: cannot connect to %s (%s); %d failures in a row, next attempt "
+                      "in %.1f s", self.name, self.driver.target, error, failures, delay)
 
     def _count_connect(self, worker: int) -> None:
         """A connect succeeded in thread ``worker``: a reconnect if that worker had
@@ -200,15 +218,21 @@ class Pool:
         """While backing off: has the server come back? The driver's probe says
         (``Driver.probe``: no login, no statement), at most one per ``PROBE_EVERY``
         seconds for the whole pool, so a restarted server serves the first call
-        after it is back instead of the first after the backoff (up to 10 s)."""
+        after it is back instead of the first after the backoff (up to 10 s). A
+        driver that cannot probe (``probe`` None: the generic driver) leaves the
+        wait alone: pushing it back on every probe kept a pool under steady load
+        from ever connecting again (pg8000: still down 15 s after the server was
+        back, with a call every 10 ms)."""
         now = time.monotonic()
         with self._state_lock:
             if now - self._probed < PROBE_EVERY:
                 return False
             self._probed = now
-        if self.driver.probe(PROBE_TIMEOUT) is True:
+        answer = self.driver.probe(PROBE_TIMEOUT)
+        if answer is True:
             return True
-        self._backoff.still_down()
+        if answer is False:  # None: the driver cannot tell; the backoff runs its course
+            self._backoff.still_down()
         return False
 
     def _connect(self, retry: bool) -> Connection:

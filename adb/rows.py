@@ -1,8 +1,8 @@
 """Row factories: how ``runQuery`` shapes the rows a driver returns.
 
 A row factory is a function ``(cursor.description, rows) -> list``; it runs in the
-worker thread. Pass one (or its name: ``"tuple"``, ``"dict"``, ``"namedtuple"``) as
-``row_factory=`` to a Database or to a single ``runQuery`` call.
+worker thread. Pass one (or its name: ``"tuple"``, ``"dict"``, ``"namedtuple"``,
+``"attrdict"``) as ``row_factory=`` to a Database or to a single ``runQuery`` call.
 """
 
 from __future__ import annotations
@@ -48,8 +48,34 @@ def namedtuple_row(description: Any, rows: Sequence[Any]) -> list[Any]:
     return [make(row) for row in rows]
 
 
+class AttrDict(dict[str, Any]):
+    """A row as a dict whose keys are also attributes: ``row.name`` and ``row["name"]``,
+    as torndb's ``Row``. It is a dict, so ``json.dumps(row)`` writes an object and
+    ``row == {"id": 1}`` holds. A column named as a dict method (``keys``, ``items``,
+    ``count``...) is read as ``row["keys"]``: the attribute is the method."""
+
+    __slots__ = ()  # no attributes of its own: ``row.x = 1`` fails instead of hiding
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(
+                f"this row has no column {name!r} (its columns: {', '.join(map(str, self))})"
+            ) from None
+
+    def __dir__(self) -> list[str]:
+        return [*super().__dir__(), *(key for key in self if isinstance(key, str))]
+
+
+def attrdict_row(description: Any, rows: Sequence[Any]) -> list[Any]:
+    """Each row as an ``AttrDict``: ``row.name``, ``row["name"]``, and a JSON object."""
+    names = [d[0] for d in description]
+    return [AttrDict(zip(names, row)) for row in rows]
+
+
 _BY_NAME: dict[str, RowFactory] = {"tuple": tuple_row, "dict": dict_row,
-                                   "namedtuple": namedtuple_row}
+                                   "namedtuple": namedtuple_row, "attrdict": attrdict_row}
 
 
 def resolve(factory: Any) -> RowFactory:
@@ -61,4 +87,5 @@ def resolve(factory: Any) -> RowFactory:
     if factory in _BY_NAME:
         return _BY_NAME[factory]
     raise InterfaceError(
-        f"row_factory must be 'tuple', 'dict', 'namedtuple' or a callable, not {factory!r}")
+        f"row_factory must be 'tuple', 'dict', 'namedtuple', 'attrdict' or a callable, "
+        f"not {factory!r}")

@@ -40,6 +40,7 @@ def wheel_names(tmp_path: pathlib.Path, pattern: str) -> list[str]:
 def test_adb_compile_0_makes_a_pure_wheel(tmp_path):
     proc = build(tmp_path, "0")
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "adb: compiling" not in proc.stderr + proc.stdout
     names = wheel_names(tmp_path, "adb_async-*-py3-none-any.whl")
     assert "adb/worker.py" in names
     assert not [n for n in names if n.endswith((".so", ".pyd"))]
@@ -48,6 +49,12 @@ def test_adb_compile_0_makes_a_pure_wheel(tmp_path):
 def test_adb_compile_1_makes_a_wheel_with_every_listed_module_compiled(tmp_path):
     proc = build(tmp_path, "1")
     assert proc.returncode == 0, proc.stderr[-3000:]
+    # one line, before the minute of compiling, says what runs, how long, and for whom
+    said = [line for line in (proc.stderr + proc.stdout).splitlines() if "adb: compiling" in line]
+    assert len(said) == 1, said
+    for words in ("about a minute", "for this Python only", sys.implementation.cache_tag,
+                  "ADB_COMPILE=0 makes a pure-Python wheel", *map(os.path.basename, build_backend.COMPILED)):
+        assert words in said[0], (words, said[0])
     names = wheel_names(tmp_path, "adb_async-*-cp3*.whl")
     assert build_backend.COMPILED
     for source in build_backend.COMPILED:

@@ -17,9 +17,22 @@ GUIDES = {"docs/coming-from-torndb.md": "torndb", "docs/coming-from-aiopg.md": "
 
 
 def programs(page: str) -> tuple[str, str]:
-    """The page's two programs: the original, then its port."""
-    original, port = python_blocks(page)
+    """The page's two programs: the original, then its port (its first two blocks)."""
+    original, port = python_blocks(page)[:2]
     return original, port
+
+
+#: the guides' further blocks, one per topic after the program (sessions, prepared
+#: statements, JSON, errors, pool sizes...): each is a port of its own that runs
+SNIPPETS = [(page, i, code) for page in GUIDES for i, code in enumerate(python_blocks(page)[2:])]
+#: the topics each guide covers beyond its program, as its headings name them
+TOPICS = {
+    "docs/coming-from-torndb.md": ["Sessions", "One row", "Parameters: one tuple", "Errors by name",
+                                   "Prepared statements", "Pool size", "Shutdown"],
+    "docs/coming-from-aiopg.md": ["Prepared statements", "JSON", "Exceptions by name", "Pool size"],
+    "docs/coming-from-asyncpg.md": ["Prepared statements", "JSON", "Exceptions by name",
+                                    "Pool size", "Parameters: one tuple"],
+}
 
 
 def run(code: str, tmp_path) -> list[str]:
@@ -43,6 +56,20 @@ def test_the_port_uses_adb_where_the_original_used_its_library(page):
 def test_the_port_prints_what_the_original_printed(page, tmp_path):
     _, port = programs(page)
     assert run(port, tmp_path) == promised_output(port)
+
+
+@pytest.mark.parametrize("page, index, code", SNIPPETS, ids=[f"{p}#{i + 2}" for p, i, _ in SNIPPETS])
+def test_each_topics_snippet_prints_what_its_comments_say(page, index, code, tmp_path):
+    assert promised_output(code), "a topic's snippet says what it prints"
+    assert run(code, tmp_path) == promised_output(code)
+
+
+@pytest.mark.parametrize("page", GUIDES)
+def test_each_guide_covers_the_topics_a_port_meets(page):
+    headings = [line for line in (ROOT / page).read_text().splitlines() if line.startswith("## ")]
+    for topic in TOPICS[page]:
+        assert [h for h in headings if topic in h], (page, topic)
+    assert len(python_blocks(page)) > 2
 
 
 @pytest.mark.parametrize("page", [page for page, library in GUIDES.items() if library != "torndb"])
