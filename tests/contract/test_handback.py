@@ -8,6 +8,8 @@ import pytest
 import adb
 from adb.handback import BatchedHandback
 
+from ..conftest import Target
+from ..gates import Gate
 from ..idioms import hold_workers
 
 
@@ -186,20 +188,28 @@ def test_empty_tick_ends_polling_and_stop_cancels_the_timer():
 async def test_no_timed_drains_while_a_transaction_pins_a_worker(tmp_path):
     """A pinned worker waits for its caller's next statement: its results must not
     wait for a timer, so an open transaction keeps the hand-back on signals."""
-    db = adb.Database(f"sqlite:///{tmp_path}/x.db", pool_size=2)
-    await db.runOperation("create table t (k int)")
-    tx = await db.beginTransaction()
-    await tx.runOperation("insert into t values (1)")
-    rows = await asyncio.gather(*(db.runQuery("select 1") for _ in range(2000)))
-    assert rows == [[(1,)]] * 2000
-    assert db.stats()["polls"] == 0  # saturated by the burst, but a worker is pinned
-    await db.commitTransaction(tx)
-    gate, held = hold_workers(db, 2)
-    burst = [db.runQuery("select 1") for _ in range(2000)]
-    gate.set()
-    await asyncio.gather(*held, *burst)
-    assert db.stats()["polls"] > 0  # the same burst with no transaction open
-    await db.close()
+    url = f"sqlite:///{tmp_path}/x.db"
+    with Gate(Target("sqlite", url)) as second:
+        db = adb.Database(url, pool_size=2, **second.options)
+        await db.runOperation("create table t (k int)")
+        tx = await db.beginTransaction()
+        await tx.runOperation("insert into t values (1)")
+        rows = await asyncio.gather(*(db.runQuery("select 1") for _ in range(2000)))
+        assert rows == [[(1,)]] * 2000
+        assert db.stats()["polls"] == 0  # saturated by the burst, but a worker is pinned
+        await db.commitTransaction(tx)
+        gate, held = hold_workers(db, 2)
+        # the burst's first two calls wait at a second gate: when the held calls'
+        # results are drained the pool is saturated (a loaded loop thread might
+        # otherwise come to them after the workers ran the whole burst)
+        burst = [db.runQuery(second.sql) for _ in range(2)]
+        burst += [db.runQuery("select 1") for _ in range(2000)]
+        gate.set()
+        await asyncio.gather(*held)
+        second.open()
+        await asyncio.gather(*burst)
+        assert db.stats()["polls"] > 0  # the same burst with no transaction open
+        await db.close()
 
 
 def test_nudge_runs_after_without_a_result_and_only_once_per_drain():
