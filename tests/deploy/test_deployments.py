@@ -200,4 +200,6 @@ def test_each_process_model_stops_cleanly(tmp_path):
     """The CI subset, four at a time (ADB_DEPLOY_FULL=1: the whole matrix)."""
     require_server("postgresql")
     failed = _run_all(MATRIX if FULL else CI, tmp_path, 4)
-    assert not failed, failed
+    # each scenario's problems in full (a dict's repr would be cut short)
+    assert not failed, "\n\n".join(f"{scenario}:\n" + "\n".join(map(str, problems))
+                                     for scenario, problems in failed.items())

@@ -4,6 +4,7 @@ own Database; one runs the sleep. SIGTERM/SIGINT to the parent end it as a progr
 would: the signal raises in the main thread, the pool is terminated, the Databases
 closed (``with``)."""
 
+import faulthandler
 import multiprocessing
 import os
 import signal
@@ -20,16 +21,29 @@ def work(statement):
 
 
 def stop(signum, frame):
+    # an exit slower than 8 s writes every thread's stack to the log the test shows
+    faulthandler.dump_traceback_later(8)
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
     raise SystemExit(128 + signum)
 
 
-def main():
+def on_sigterm_exit():
+    """In each pool process: SIGTERM (Pool.terminate()'s) raises SystemExit, so a call
+    running there is given up and its statement cancelled on the server. A forked
+    process inherits this; a spawned one starts with SIGTERM's default, which ends it
+    at once and leaves its statement running on the server."""
     signal.signal(signal.SIGTERM, stop)
+
+
+def main():
+    on_sigterm_exit()
+    signal.signal(signal.SIGINT, stop)
     context = multiprocessing.get_context(sys.argv[1])
     with adb.sync.Database(URL, pool_size=2) as parent, adb.sync.Database() as embedded:
         parent.runQueryValue("select 1")
         embedded.runOperation("create table t (x int)")
-        with context.Pool(2) as pool:
+        with context.Pool(2, initializer=on_sigterm_exit) as pool:
             print("ready", flush=True)
             pool.map(work, ["select 1", os.environ["ADB_DEPLOY_SLEEP"]] +
                      ["select 1"] * 1000)
