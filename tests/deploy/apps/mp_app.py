@@ -16,8 +16,17 @@ URL = os.environ["ADB_DEPLOY_URL"]
 
 
 def work(statement):
-    with adb.sync.Database(URL, pool_size=1) as db:
-        return str(db.runQueryValue(statement))
+    """In a pool process: SIGTERM (Pool.terminate()'s) raises SystemExit while a call
+    runs, so the call is given up and its statement cancelled on the server; between
+    calls SIGTERM keeps its default and ends the process at once, as terminate()
+    expects (with the handler left in place, a spawned process idle in the pool's
+    queue at times never ended: the parent waited in terminate() forever)."""
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        with adb.sync.Database(URL, pool_size=1) as db:
+            return str(db.runQueryValue(statement))
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def stop(signum, frame):
@@ -28,22 +37,14 @@ def stop(signum, frame):
     raise SystemExit(128 + signum)
 
 
-def on_sigterm_exit():
-    """In each pool process: SIGTERM (Pool.terminate()'s) raises SystemExit, so a call
-    running there is given up and its statement cancelled on the server. A forked
-    process inherits this; a spawned one starts with SIGTERM's default, which ends it
-    at once and leaves its statement running on the server."""
-    signal.signal(signal.SIGTERM, stop)
-
-
 def main():
-    on_sigterm_exit()
+    signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     context = multiprocessing.get_context(sys.argv[1])
     with adb.sync.Database(URL, pool_size=2) as parent, adb.sync.Database() as embedded:
         parent.runQueryValue("select 1")
         embedded.runOperation("create table t (x int)")
-        with context.Pool(2, initializer=on_sigterm_exit) as pool:
+        with context.Pool(2, initializer=signal.signal, initargs=(signal.SIGTERM, signal.SIG_DFL)) as pool:
             print("ready", flush=True)
             pool.map(work, ["select 1", os.environ["ADB_DEPLOY_SLEEP"]] +
                      ["select 1"] * 1000)
