@@ -57,6 +57,12 @@ class PoolClosed(Error):
         return cls(f"the Database {name!r} closed before this call could run")
 
     @classmethod
+    def restarted(cls, name: str) -> PoolClosed:
+        """For ``start()`` on a pool already stopped (the adbapi drop-in's)."""
+        return cls(f"the Database {name!r} is closed and cannot start again: "
+                   "make a new one")
+
+    @classmethod
     def waiting_for_room(cls, name: str) -> PoolClosed:
         """For a caller of ``wait_for_room()`` when the close begins."""
         return cls(f"the Database {name!r} closed while this caller waited for room")

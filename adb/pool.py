@@ -93,9 +93,16 @@ class Pool:
         return self._state is PoolState.STOPPING or self._state is PoolState.STOPPED
 
     def start(self) -> None:
-        """Start the worker threads and the watchdog (once); queued jobs wait for them."""
+        """Start the worker threads and the watchdog (once; again does nothing while
+        they run); queued jobs wait for them.
+
+        :raises PoolClosed: the pool was stopped: it never starts again (a call
+            made on it would otherwise wait for workers that never come).
+        """
         with self._state_lock:
             if self._state is not PoolState.NEW:
+                if self.stopping():
+                    raise PoolClosed.restarted(self.name)
                 return
             self._state = PoolState.RUNNING
         self._start_threads()
