@@ -226,7 +226,7 @@ def _not_run(reason: failure.Failure,
     reports ``func``'s own outcome): the pool closed before it ran, and
     ``on_result`` hears of that; else ``on_result`` itself raised, and that is
     logged, as Twisted's ThreadPool logs it."""
-    if on_result is not None and reason.check(errors.PoolClosed):
+    if on_result is not None and reason.check(errors.PoolClosed):  # type: ignore[no-untyped-call,unused-ignore]
         on_result(False, reason)
     else:
         log.err(reason)  # type: ignore[no-untyped-call,unused-ignore]

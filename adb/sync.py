@@ -12,6 +12,7 @@ from typing import (TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence, 
                     TypeVar)
 
 from .args import SQL, Params
+from .call import cancel_given_up
 from .core import URL, BaseDatabase, frontend_doc
 from .options import EMBEDDED
 from .frontend import BlockingFrontEnd
@@ -21,7 +22,6 @@ from .stream import SyncStream
 from . import transaction as _transaction
 from .savepoint import Savepoint
 from .transaction import Transaction as _Tx, TransactionContext
-from .watchdog import cancel_given_up
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

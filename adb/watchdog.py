@@ -14,10 +14,11 @@ connection and serves on.
 Two cancels come from other threads than its own, and without waiting for a
 tick, because the process may be gone by the next one:
 
-- ``cancel_given_up(future)``: a blocking caller whose wait was interrupted
-  (Ctrl-C, any exception raised in the waiting thread) cancels its running
-  call on the server itself, before the exception goes on (as psycopg 3 does),
-  so nothing it ran commits after the caller saw the interrupt;
+- ``Watchdog.cancel_given_up(future)`` (reached through ``adb.call``): a
+  blocking caller whose wait was interrupted (Ctrl-C, any exception raised in
+  the waiting thread) cancels its running call on the server itself, before the
+  exception goes on (as psycopg 3 does), so nothing it ran commits after the
+  caller saw the interrupt;
 - ``Watchdog.cancel_all``: at interpreter exit (``adb.engine``'s exit handler),
   every call still running is cancelled.
 
@@ -34,20 +35,17 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import weakref
 from typing import Any, Callable, Optional, Protocol, Sequence
 
-from .call import CallState, RunningCall
+from .call import CallState, RunningCall, add_canceller
 from .drivers.cancel import Cancel
 from .jobs import ends_transaction
 
 log = logging.getLogger("adb")
 
 TICK = 0.05
-
-#: every watchdog of this process (``cancel_given_up`` looks through their workers)
-_watchdogs: weakref.WeakSet[Watchdog] = weakref.WeakSet()
-_watchdogs_lock = threading.Lock()
+#: seconds an interrupted caller waits for a cancel its watchdog is sending already
+CANCEL_WAIT = 5.0
 
 
 class Watched(Protocol):
@@ -101,8 +99,7 @@ class Watchdog(threading.Thread):
         self.workers_out = workers_out
         self.on_exit = on_exit
         self._taking = threading.Lock()  # one cancel per call, whichever thread sends it
-        with _watchdogs_lock:
-            _watchdogs.add(self)
+        add_canceller(self)
 
     def run(self) -> None:
         while not self.workers_out.wait(TICK):
@@ -146,6 +143,23 @@ class Watchdog(threading.Thread):
             return False
         self.act(worker, worker.conn, running, self.cancel, "cancel", why, logging.INFO)
         return True
+
+    def cancel_given_up(self, future: object) -> bool:
+        """The caller blocked on ``future`` was interrupted (``adb.call.cancel_given_up``;
+        it marked the call given up first): if a worker of this pool runs the call,
+        cancel it on the server from the caller's thread now, or, if this watchdog
+        took it first, wait (``CANCEL_WAIT`` at most) until that cancel was sent, so
+        the cancel has gone out when the interrupt goes on (True). False if no
+        worker of this pool runs it."""
+        for worker in self.workers:
+            running = worker.current
+            if running is None or running.future is not future:
+                continue
+            if not self.cancel_now(worker, running, "its caller was interrupted") \
+                    and running.state is not CallState.RUNNING:
+                running.cancel_done.wait(CANCEL_WAIT)
+            return True
+        return False
 
     def cancel_all(self, why: str, deadline: float) -> None:
         """Cancel every call this pool's workers run, from the calling thread (the
@@ -198,29 +212,4 @@ class Watchdog(threading.Thread):
             running.cancel_done.set()  # the worker waits for it (Session.check_after_cancel)
 
 
-#: seconds an interrupted caller waits for a cancel its watchdog is sending already
-CANCEL_WAIT = 5.0
-
-
-def cancel_given_up(future: object) -> bool:
-    """The caller blocked on ``future`` was interrupted (Ctrl-C in ``adb.sync``; it
-    marked the call given up first): if a worker runs its call, cancel it on the
-    server from the caller's thread now, or, if the watchdog took it first, wait
-    (``CANCEL_WAIT`` at most) until that cancel was sent, so the cancel has gone
-    out when the interrupt goes on (True). False when no worker runs it (still
-    queued, it is skipped)."""
-    with _watchdogs_lock:
-        watchdogs = list(_watchdogs)
-    for watchdog in watchdogs:
-        for worker in watchdog.workers:
-            running = worker.current
-            if running is None or running.future is not future:
-                continue
-            if not watchdog.cancel_now(worker, running, "its caller was interrupted") \
-                    and running.state is not CallState.RUNNING:
-                running.cancel_done.wait(CANCEL_WAIT)
-            return True
-    return False
-
-
-__all__ = ["CANCEL_WAIT", "Canceller", "Watched", "Watchdog", "cancel_given_up"]
+__all__ = ["CANCEL_WAIT", "Canceller", "Watched", "Watchdog"]

@@ -17,6 +17,7 @@ before it leaves.
 import asyncio
 import threading
 import time
+from typing import Any, Optional
 
 import pytest
 from twisted.internet import task
@@ -81,13 +82,15 @@ class Closer:
     def __init__(self, db):
         self.db = db
         self.told = threading.Event()
+        self.thread: Optional[threading.Thread] = None
+        self.task: Optional[asyncio.Future[None]] = None
         if blocking(db):
-            self.done = threading.Thread(target=self._close_when_told, daemon=True)
-            self.done.start()
+            self.thread = threading.Thread(target=self._close_when_told, daemon=True)
+            self.thread.start()
         else:
             self.loop = asyncio.get_running_loop()
             self.asked = asyncio.Event()
-            self.done = asyncio.ensure_future(self._aclose_when_told())
+            self.task = asyncio.ensure_future(self._aclose_when_told())
 
     def tell(self):
         """Close now (from any thread: a worker's, running an interaction)."""
@@ -104,11 +107,11 @@ class Closer:
         await ev(self.db.close())
 
     async def finished(self):
-        if blocking(self.db):
-            await asyncio.to_thread(self.done.join, BOUND)
-            assert not self.done.is_alive(), "close() did not return"
-        else:
-            await asyncio.wait_for(self.done, BOUND)
+        if self.thread is not None:
+            await asyncio.to_thread(self.thread.join, BOUND)
+            assert not self.thread.is_alive(), "close() did not return"
+        if self.task is not None:
+            await asyncio.wait_for(self.task, BOUND)
 
 
 def closed_under(tx):
@@ -254,9 +257,12 @@ class LockHeld:
             else:
                 find = ("select id from information_schema.processlist where info like %s "
                         "and id <> connection_id()")
-            found = []
-            wait_until(lambda: found.extend(admin.runQuery(find, (f"%{self.marker}%",)))
-                       or found, "the statement to wait on the lock")
+            found: list[Any] = []
+
+            def blocked():
+                found[:] = admin.runQuery(find, (f"%{self.marker}%",))
+                return bool(found)
+            wait_until(blocked, "the statement to wait on the lock")
             for (session,) in found:
                 if self.kind == "postgresql":
                     admin.runQuery("select pg_terminate_backend(%s)", (session,))

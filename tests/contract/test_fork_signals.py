@@ -344,14 +344,15 @@ class Script:
         deadline = time.monotonic() + BOUND
         while not self.running():
             if self.process.poll() is not None:
-                pytest.fail(f"the script exited early: {self.process.stderr.read().decode()}")
+                pytest.fail(f"the script exited early: {self.exited()}")
             assert time.monotonic() < deadline, "the statement never showed on the server"
             time.sleep(0.02)
 
-    def exited(self):
-        """Wait for the process to exit; its stderr."""
+    def exited(self, say=None):
+        """Wait for the process to exit (``say``: first write that to its stdin); its
+        stderr."""
         try:
-            _, err = self.process.communicate(timeout=BOUND)
+            _, err = self.process.communicate(say, timeout=BOUND)
         except subprocess.TimeoutExpired:
             pytest.fail(f"the script did not exit within {BOUND} s")
         return err.decode()
@@ -437,9 +438,7 @@ def test_interpreter_exit_cancels_what_a_database_still_runs(driver):
     script = Script("interpreter exit", driver)
     try:
         script.wait_running()
-        script.process.stdin.write(b"exit\n")
-        script.process.stdin.flush()
-        script.exited()
+        script.exited(say=b"exit\n")
         assert script.process.returncode == 0
         assert script.gone_within(GONE_WITHIN)
         assert script.rows() == 0
