@@ -355,3 +355,31 @@ async def test_run_interaction_during_close_runs_to_its_commit(db):
     await closer.finished()
     assert closing.is_set()
     assert rows_after(db) == [(1,)]
+
+
+async def test_run_interaction_past_an_error_succeeds_only_if_it_committed(db):
+    """runInteraction's function inserts, meets an error, catches it and returns.
+    PostgreSQL has aborted the transaction (its COMMIT would roll back without a
+    word): the call fails with TransactionError and no row is there. MariaDB and
+    SQLite keep the transaction going: the call succeeds, and its row is there."""
+    def interaction(cursor):
+        cursor.execute(ins(db), (1, "before the error"))
+        try:
+            cursor.execute(ins(db), (1, "a duplicate key"))
+        except db.dbapi.IntegrityError:
+            pass
+        return "went on"
+
+    aborts = db.target.kind == "postgresql"
+    if blocking(db):
+        call = asyncio.to_thread(db.runInteraction, interaction)
+    else:
+        call = ev(db.runInteraction(interaction))
+    if aborts:
+        with pytest.raises(TransactionError, match="rolled back, not committed"):
+            await call
+    else:
+        assert await call == "went on"
+    rows = await ev(db.runQuery(f"select userid from {db.table}"))
+    assert rows == ([] if aborts else [(1,)])
+
