@@ -19,10 +19,12 @@ still collected (and warns).
 
 from __future__ import annotations
 
+import atexit
 import enum
 import os
 import tempfile
 import threading
+import time
 import weakref
 from typing import Any, Callable, Generic, Optional
 
@@ -37,14 +39,14 @@ from .frontend import Cancellable, F, FrontEnd
 from .listen import Hub, Router
 from .options import (OPTION_NAMES, PoolOptions, Settings, check_positive,
                       check_statement_timeout, check_timeout, pipeline_depth)
-from .pool import Pool
+from .pool import Pool, PoolState
 from .replicas import ReplicaSet
 from .jobs import Kind, Op, detached, finish_job
 from .session import PoolConfig, StreamGate
 from .steps import Steps
 from .telemetry import BEGIN, COMMIT, CONNECT, ROLLBACK, Telemetry, What
 from .transaction import Transaction
-from .txrecord import TxRecord
+from .txrecord import EndedBy, TxRecord
 from .target import Target
 from .url import make_target, target_for
 
@@ -99,6 +101,23 @@ def _socket_fd(conn: Any) -> Optional[int]:
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
+
+#: seconds the exit handler waits, in all, for cancels already on their way
+EXIT_CANCEL_WAIT = 5.0
+
+
+def _at_exit() -> None:
+    """The interpreter exits with Databases of this process open (no ``close()``):
+    each is closed without waiting (``Engine.close_at_exit``), so that no statement
+    it still runs outlives the process and commits after it; a forked child's
+    Databases are its parent's, and left alone."""
+    deadline = time.monotonic() + EXIT_CANCEL_WAIT
+    for engine in list(_live):
+        if not engine.forked:
+            engine.close_at_exit(deadline)
+
+
+atexit.register(_at_exit)
 
 
 class CloseState(enum.Enum):
@@ -324,20 +343,26 @@ class Engine(Generic[F]):
         return tx
 
     def end(self, tx: Transaction, commit: bool) -> F:
-        """Commit or roll back ``tx``, returning the future without waiting."""
+        """Commit or roll back ``tx``, returning the future without waiting.
+
+        Once its owner has the end (``forget``), its FINISH is always queued: its
+        worker stays pinned until it runs, even while the Database closes, and a
+        close leaves it alone. If a close took the end first, the error names it."""
         record = self.usable(tx)
-        self.forget(tx)
         self.check_open()
+        if not self.forget(tx):
+            record.check()  # a close rolled it back meanwhile: TransactionError
         return self._queue(record, Kind.FINISH, (record, commit), COMMIT if commit else ROLLBACK)
 
     def finish(self, tx: Transaction, commit: bool) -> Any:
         """Commit or roll back ``tx``; what ``commitTransaction``/``rollbackTransaction`` give."""
         return self._returned(self.end(tx, commit), None, None, self)
 
-    def forget(self, tx: Transaction) -> None:
-        """``tx`` is ending: it is no longer an open transaction of this Database."""
-        tx._record.ending()
+    def forget(self, tx: Transaction) -> bool:
+        """``tx``'s owner ends it: it is no longer an open transaction of this
+        Database. False if something else (a close) ended it first."""
         self._open_tx.discard(tx)
+        return tx._record.ending()
 
     def check_tx(self, tx: Transaction) -> None:
         """TransactionError unless ``tx`` can take more work here."""
@@ -388,8 +413,7 @@ class Engine(Generic[F]):
         """A stream was dropped open: its worker closes it (and rolls back its own
         transaction); nobody waits for that."""
         if own:
-            if tx.active:
-                self.forget(tx)
+            if tx.active and self.forget(tx):
                 tx._record.queue.put(finish_job(tx._record, False))
             return
         try:
@@ -547,15 +571,30 @@ class Engine(Generic[F]):
         self.pool.wait_stopped()
         self._closed()
 
-    def _stop_accepting(self) -> bool:
-        """Steps 1-4 of the close sequence; False if an earlier close already took them."""
+    def close_at_exit(self, deadline: float) -> None:
+        """The interpreter exits with this engine open: the close sequence without
+        its wait. New calls fail, open transactions roll back (``EndedBy.EXIT``),
+        queued calls fail with PoolClosed (they never run), and every running
+        statement is cancelled on the server from this thread; cancels already on
+        their way are waited for until ``deadline``. The workers end as the
+        process does. A pool never started has nothing to stop."""
+        if self._state is CloseState.CLOSED or self.pool.state is PoolState.NEW:
+            return
+        self._stop_accepting(EndedBy.EXIT)
+        self.pool.fail_queued(PoolClosed.at_exit(self.name))
+        self.pool.cancel_running("the interpreter is exiting", deadline)
+
+    def _stop_accepting(self, by: EndedBy = EndedBy.CLOSE) -> bool:
+        """Steps 1-4 of the close sequence; False if an earlier close already took them.
+        ``by``: what closes it (``close()``, or the interpreter's exit)."""
         with self._close_lock:
             if self._state is not CloseState.OPEN:
                 return False
             self._state = CloseState.CLOSING
-        self.refusal = PoolClosed.refused(self.name)
+        self.refusal = PoolClosed.at_exit(self.name) if by is EndedBy.EXIT \
+            else PoolClosed.refused(self.name)
         for tx in list(self._open_tx):
-            tx._record.abandon("because the Database was closed")
+            tx._record.abandon(by)
         if self.admission is not None:
             self.admission.close()
         self.pool.stop()
