@@ -469,8 +469,13 @@ class Session:
             (self._driver.commit if commit else self._driver.rollback)(conn)
         except BaseException as exc:
             tx.ended(False)
-            if commit and self._driver.is_disconnect(exc, conn):
-                raise self.commit_lost(tx, exc) from exc
+            if self._driver.is_disconnect(exc, conn):
+                if commit:
+                    raise self.commit_lost(tx, exc) from exc
+                # a rollback whose connection broke did what it was asked: a
+                # transaction dies with its connection, nothing of it committed
+                self.disconnect(f"{type(exc).__name__} during a rollback")
+                return None
             self.rollback_or_drop()
             raise
         tx.ended(commit)

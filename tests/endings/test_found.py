@@ -51,3 +51,28 @@ def test_the_shutdown_notice_is_told_from_other_notices():
     assert not ends_session(notice(b"01000"))  # a plain warning
     assert not ends_session(notice(b"57P01")[:8])  # cut before its code: not known
     assert not ends_session(b"A\x00\x00\x00\x05x")  # a notification
+
+
+@pytest.mark.parametrize("driver", ["postgresql", "psycopg", "mysql"])
+async def test_a_rollback_whose_connection_died_succeeds(driver, tmp_path):
+    """A transaction left idle (no statement since) whose session is killed, then
+    rolled back: the rollback did what it was asked (a transaction dies with its
+    connection), so it returns, as docs/failures.md says of a killed transaction's
+    rollback. It raised the driver's OperationalError instead (found by the checker's
+    own gate transaction across a private server's restart)."""
+    from .site import Site, thread_ids
+    site = Site(driver, str(tmp_path))
+    site.create()
+    db = adb.Database(site.url, pool_size=1, name=site.table)
+    try:
+        tx = await db.beginTransaction()
+        await tx.runOperation(site.insert_sql(), ("never", 1))
+        assert site.kill_all(thread_ids(db._engine.pool.connections.values())) >= 1
+        await asyncio.get_running_loop().run_in_executor(None, site.wait_quiet, 10.0, True)
+        await tx.rollback()  # no error: nothing of it committed, and none could be
+        assert tx.state is adb.TxState.ROLLED_BACK
+        assert site.tokens() == []
+        assert await db.runQuery("select 1") == [(1,)]  # a new connection serves
+    finally:
+        await db.close()
+        site.drop()
