@@ -383,8 +383,12 @@ class Session:
                 value = op(cursor, driver, *args)
             finally:
                 cursor.close()
-        except BaseException:
-            self.rollback_or_drop()
+        except BaseException as exc:
+            # a broken connection is left to ``after_error``, which replaces it and
+            # tells the caller it may have run; a ROLLBACK tried on it first would
+            # drop it and hand the driver's bare error back instead
+            if not driver.is_disconnect(exc, conn):
+                self.rollback_or_drop()
             raise
         driver.commit(conn)
         return value

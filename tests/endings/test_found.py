@@ -76,3 +76,47 @@ async def test_a_rollback_whose_connection_died_succeeds(driver, tmp_path):
     finally:
         await db.close()
         site.drop()
+
+
+def interaction_insert(sql):
+    def insert(cursor):
+        cursor.execute(sql, ("i", 1))
+    return insert
+
+
+@pytest.mark.parametrize("call", ["runMany", "runInteraction"])
+@pytest.mark.parametrize("driver", ["postgresql", "psycopg", "mysql"])
+async def test_a_call_in_its_own_transaction_whose_backend_is_killed_says_it_may_have_run(
+        driver, call, tmp_path):
+    """``runMany`` and ``runInteraction`` run in a transaction of their own. When the
+    connection broke under one, the worker first tried a ROLLBACK, which failed on
+    the dead connection and dropped it, and then no longer saw a broken connection:
+    the caller got the driver's bare OperationalError (AdminShutdown...) instead of
+    ``ConnectionLost(may_have_run=True)``, the answer the rules promise (found by the
+    checker with a private server restarted under runMany). The statement waits at
+    the test's gate (a row lock the test holds), so the kill lands while it runs."""
+    from adb.errors import ConnectionLost
+    from .site import Site, thread_ids
+    site = Site(driver, str(tmp_path))
+    site.create()
+    db = adb.Database(site.url, pool_size=1, name=site.table)
+    loop = asyncio.get_running_loop()
+    try:
+        await db.runQuery("select 1")
+        site.close_gate()
+        if call == "runMany":
+            pending = asyncio.ensure_future(db.runMany(site.insert_sql(), [("m", 1), ("n", 2)]))
+        else:
+            pending = asyncio.ensure_future(db.runInteraction(interaction_insert(site.insert_sql())))
+        assert await loop.run_in_executor(None, site.wait_running, 1, 10.0) == 1
+        ids = thread_ids(db._engine.pool.connections.values())
+        assert await loop.run_in_executor(None, site.kill_all, ids) >= 1
+        with pytest.raises(ConnectionLost) as info:
+            await pending
+        assert info.value.may_have_run is True
+        site.open_gate()
+        assert site.tokens() == []  # killed while it waited: nothing committed
+        assert await db.runQuery("select 1") == [(1,)]
+    finally:
+        await db.close()
+        site.drop()
