@@ -20,6 +20,8 @@ FRONTS = ("asyncio", "tornado", "twisted", "sync", "dropin")
 DRIVERS = ("sqlite", "postgresql", "psycopg", "mysql")
 #: kinds of work whose statements wait at the gate (copy_in and streams do not)
 GATED = set(KINDS) - {"copy", "stream"}
+#: kinds of work with a pause point at the end of a transaction's body (Env.hold)
+HOLDING = {"block", "explicit", "run_transaction", "savepoint", "abandon"}
 
 #: the endings fired in this process: ending -> the front-ends it applies to
 IN_PROCESS = {
@@ -90,9 +92,13 @@ def plans(draw: st.DrawFn, front: str, driver: str, endings: list[str]) -> Plan:
         clients.append(("burst",) if front != "sync" else ("standalone",) * 3)
         gated = [c for c in clients if GATED & set(c)]
     must_run = ending in ("timeout", "statement_timeout")
-    if server and gated and (must_run or turned(draw, [True, False], shift)):
+    holds = sum(kind in HOLDING for c in clients for kind in c)
+    way = "running" if must_run else turned(draw, ["hold", "running", "acks"], shift)
+    if server and gated and way == "running":
         most = max(1, min(pool_size, len(gated)))
         moment = ("running", most - draw(st.integers(0, most - 1)))
+    elif holds and way == "hold":
+        moment = ("hold", 1 + draw(st.integers(0, holds - 1)))
     else:
         half = max(0, sum(len(c) for c in clients) // 2)
         moment = ("acks", half - draw(st.integers(0, half)))

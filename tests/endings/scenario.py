@@ -61,7 +61,9 @@ class Plan:
     pool_size: int
     pipeline: Optional[bool]
     autobatch: Optional[int]
-    moment: tuple[str, int]  # ("acks", k): after k acknowledged units; ("running", n)
+    #: ("acks", k): after k acknowledged units; ("running", n): n statements waiting
+    #: at the gate; ("hold", k): a client at the k-th transaction body's end
+    moment: tuple[str, int]
     limit: float = 0.3  # the timeout= / statement_timeout= of those endings
 
     def pipelined(self) -> bool:
@@ -212,6 +214,9 @@ class Clients:
 async def reach_moment(plan: Plan, env: Env, clients: Clients) -> str:
     """Wait for the plan's moment; what was seen when it came (or did not)."""
     kind, n = plan.moment
+    if kind == "hold":
+        await in_thread(env.ledger.wait_for, lambda: env.held or clients.done(), MOMENT)
+        return "a client held at a transaction's end" if env.held else "no client held"
     if kind == "running" and env.site.gate_closed:
         seen = await in_thread(env.site.wait_running, n, MOMENT)
         return f"{seen} of {n} statements running"
@@ -222,6 +227,36 @@ async def reach_moment(plan: Plan, env: Env, clients: Clients) -> str:
     # the ledger's condition is notified at every answer and when a client ends
     await in_thread(env.ledger.wait_for, acked, MOMENT)
     return f"{env.ledger.count(ACK)} of {n} acknowledged"
+
+
+def pauses(plan: Plan) -> Callable[[], tuple[Any, Callable[[], None]]]:
+    """How a client pauses on this front-end (``Env.pause``): a future of the loop,
+    a Deferred, or (adb.sync) a threading.Event; and the release, callable from any
+    thread."""
+    if plan.front == "sync":
+        def event() -> tuple[Any, Callable[[], None]]:
+            flag = threading.Event()
+            return flag, flag.set
+        return event
+    loop = asyncio.get_running_loop()
+
+    def pause() -> tuple[Any, Callable[[], None]]:
+        waiter: Any = Deferred() if plan.front in ("twisted", "dropin") else loop.create_future()
+
+        def fire() -> None:
+            if isinstance(waiter, Deferred):
+                if not waiter.called:
+                    waiter.callback(None)
+            elif not waiter.done():
+                waiter.set_result(None)
+        return waiter, lambda: loop.call_soon_threadsafe(fire)
+    return pause
+
+
+def release(env: Env) -> None:
+    """Let the held client go on (after the ending has been fired)."""
+    if env.release is not None:
+        env.release()
 
 
 def start_close(plan: Plan, db: Any) -> asyncio.Future[Any]:
@@ -252,12 +287,17 @@ def start_close(plan: Plan, db: Any) -> asyncio.Future[Any]:
     return done
 
 
-def open_after_close(site: Site, db: Any) -> None:
-    """Open the gate once the close has begun (a close waits for running calls)."""
+def until_closed(db: Any) -> None:
+    """Wait until the close has begun (the engine refuses new calls)."""
     engine = engine_of(db)
     deadline = time.monotonic() + BOUND
     while not engine.closed and time.monotonic() < deadline:
-        time.sleep(0.005)
+        time.sleep(0.002)
+
+
+def open_after_close(site: Site, db: Any) -> None:
+    """Open the gate once the close has begun (a close waits for running calls)."""
+    until_closed(db)
     site.open_gate()
 
 
@@ -277,7 +317,10 @@ async def fire(plan: Plan, env: Env, clients: Clients, out: Outcome,
     site, db = env.site, env.db
     if plan.ending in ("close", "close_start"):
         opener = in_thread(open_after_close, site, db) if site.gate_closed else None
-        ok, error = await bounded(start_close(plan, db), BOUND)
+        closing = start_close(plan, db)
+        await in_thread(until_closed, db)
+        release(env)  # the held transaction goes on to its commit, after the close began
+        ok, error = await bounded(closing, BOUND)
         if not ok:
             out.findings.append(f"close() did not return within {BOUND} s")
         elif isinstance(error, BaseException):
@@ -313,6 +356,7 @@ async def fire(plan: Plan, env: Env, clients: Clients, out: Outcome,
         env.stop.set()
     else:
         raise AssertionError(f"not an in-process ending: {plan.ending}")
+    release(env)
 
 
 async def settle_clients(plan: Plan, env: Env, clients: Clients, out: Outcome) -> None:
@@ -438,7 +482,8 @@ async def run_in(plan: Plan, site: Site, reactor: Any, out: Outcome, private: An
     """The work, the ending and the checks that need the Database."""
     ledger = _ledgers[site.table] = Ledger()
     db = make_db(plan, site, reactor)
-    env = Env(db, site, ledger, twisted=plan.front in ("twisted", "dropin"))
+    env = Env(db, site, ledger, twisted=plan.front in ("twisted", "dropin"),
+              hold_at=plan.moment[1] if plan.moment[0] == "hold" else 0, pause=pauses(plan))
     ids = thread_ids(connections_of(db)) if site.kind == "mysql" else []
     if plan.moment[0] == "running" and site.gated:
         await in_thread(site.close_gate)

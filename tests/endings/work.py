@@ -49,12 +49,50 @@ class Env:
     ledger: Ledger
     twisted: bool = False  # ASYNC on Twisted: a runTransaction function returns a Deferred
     stop: threading.Event = field(default_factory=threading.Event)
+    #: the pause point a client holds at for the ending (0: none), and how a pause
+    #: is made on this front-end: () -> (what the client waits on, its release)
+    hold_at: int = 0
+    pause: Optional[Callable[[], tuple[Any, Callable[[], None]]]] = None
+    held: bool = False
+    release: Optional[Callable[[], None]] = None
+    _passed: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def hold(self) -> Any:
+        """A pause point at the end of a transaction's body (where an application
+        does other work before its commit: a call to another service): at the
+        ``hold_at``-th point reached, the client waits there until the test has
+        fired the ending, so an ending meets a transaction at exactly that spot.
+        What to wait on, or None."""
+        if not self.hold_at or self.pause is None:
+            return None
+        with self._lock:
+            self._passed += 1
+            if self._passed != self.hold_at:
+                return None
+        waiter, self.release = self.pause()
+        self.held = True
+        self.ledger.poke()
+        return waiter
 
     def tokens(self, client: int, item: int, parts: str) -> list[str]:
         return [f"{self.site.table[-10:]}-{client}-{item}-{part}" for part in parts]
 
     def rows(self, tokens: list[str], item: int) -> list[tuple[str, int]]:
         return [(token, item) for token in tokens]
+
+
+async def held(env: Env) -> None:
+    """Wait at a pause point if this is the one the ending is fired at."""
+    waiter = env.hold()
+    if waiter is not None:
+        await waiter
+
+
+def held_sync(env: Env) -> None:
+    waiter = env.hold()
+    if waiter is not None:
+        waiter.wait(60)
 
 
 def body_failed(ledger: Ledger, unit: Unit, exc: BaseException) -> None:
@@ -112,6 +150,7 @@ async def a_block(env: Env, c: int, i: int) -> None:
         async with env.db.transaction() as tx:
             await tx.runOperation(sql, (tokens[0], i))
             await env.db.runOperation(sql, (tokens[1], i), tx)
+            await held(env)
             body_done = True
     except BaseException as exc:
         if body_done:  # the commit, in the block's exit
@@ -132,6 +171,7 @@ async def a_explicit(env: Env, c: int, i: int) -> None:
         tx = await env.db.beginTransaction()
         await tx.runOperation(sql, (tokens[0], i))
         await env.db.runMany(sql, env.rows(tokens[1:], i), tx)
+        await held(env)
     except BaseException as exc:
         body_failed(env.ledger, unit, exc)
         if tx is not None and not isinstance(exc, GAVE_UP):
@@ -178,6 +218,7 @@ async def a_run_transaction(env: Env, c: int, i: int) -> None:
     async def body(tx: Any) -> None:
         await tx.runOperation(sql, (tokens[0], i))
         await tx.runOperation(sql, (tokens[1], i))
+        await held(env)
 
     fn: Callable[[Any], Any] = (lambda tx: Deferred.fromCoroutine(body(tx))) if env.twisted else body
     try:
@@ -205,6 +246,7 @@ async def a_savepoint(env: Env, c: int, i: int) -> None:
                 pass
             async with tx.savepoint():
                 await tx.runOperation(sql, (later, i))
+            await held(env)
             body_done = True
     except BaseException as exc:
         if body_done:
@@ -260,6 +302,7 @@ async def a_abandon(env: Env, c: int, i: int) -> None:
     try:
         tx = await env.db.beginTransaction()
         await tx.runOperation(env.site.insert_sql(), (token, i))
+        await held(env)
     except BaseException as exc:
         body_failed(env.ledger, unit, exc)
         if isinstance(exc, GAVE_UP):
@@ -307,6 +350,7 @@ def s_block(env: Env, c: int, i: int) -> None:
         with env.db.transaction() as tx:
             tx.runOperation(sql, (tokens[0], i))
             env.db.runOperation(sql, (tokens[1], i), tx)
+            held_sync(env)
             body_done = True
     except BaseException as exc:
         if body_done:
@@ -327,6 +371,7 @@ def s_explicit(env: Env, c: int, i: int) -> None:
         tx = env.db.beginTransaction()
         tx.runOperation(sql, (tokens[0], i))
         env.db.runMany(sql, env.rows(tokens[1:], i), tx)
+        held_sync(env)
     except BaseException as exc:
         body_failed(env.ledger, unit, exc)
         if tx is not None and not isinstance(exc, GAVE_UP):
@@ -364,6 +409,7 @@ def s_run_transaction(env: Env, c: int, i: int) -> None:
     def body(tx: Any) -> None:
         tx.runOperation(sql, (tokens[0], i))
         tx.runOperation(sql, (tokens[1], i))
+        held_sync(env)
     try:
         env.db.runTransaction(body)
     except BaseException as exc:
@@ -388,6 +434,7 @@ def s_savepoint(env: Env, c: int, i: int) -> None:
                 pass
             with tx.savepoint():
                 tx.runOperation(sql, (later, i))
+            held_sync(env)
             body_done = True
     except BaseException as exc:
         if body_done:
@@ -442,6 +489,7 @@ def s_abandon(env: Env, c: int, i: int) -> None:
     try:
         tx = env.db.beginTransaction()
         tx.runOperation(env.site.insert_sql(), (token, i))
+        held_sync(env)
     except BaseException as exc:
         body_failed(env.ledger, unit, exc)
         if isinstance(exc, GAVE_UP):
@@ -490,6 +538,7 @@ async def d_explicit(env: Env, c: int, i: int) -> None:
     try:
         tx = await env.db.beginTransaction()
         await env.db.runMany(env.site.insert_sql(), env.rows(tokens, i), tx)
+        await held(env)
     except BaseException as exc:
         body_failed(env.ledger, unit, exc)
         if tx is not None and not isinstance(exc, GAVE_UP):
@@ -531,6 +580,7 @@ async def d_abandon(env: Env, c: int, i: int) -> None:
     try:
         tx = await env.db.beginTransaction()
         await env.db.runMany(env.site.insert_sql(), [(token, i)], tx)
+        await held(env)
     except BaseException as exc:
         body_failed(env.ledger, unit, exc)
         if isinstance(exc, GAVE_UP):
