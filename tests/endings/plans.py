@@ -73,13 +73,30 @@ def plans(draw: st.DrawFn, front: str, driver: str, endings: list[str]) -> Plan:
     that the simplest example is a busy one (several clients with mixed work, the
     ending in the middle of it), since CI runs few examples."""
     shift = rotation(front, driver)
-    ending = turned(draw, endings, shift)
+    return draw(plan_of(front, driver, turned(draw, endings, shift), shift))
+
+
+@st.composite
+def process_plans(draw: st.DrawFn, front: str) -> Plan:
+    """One example of a real process on ``front``: the driver and the ending turn
+    with the front-end, so that CI's few examples cover each."""
+    shift = FRONTS.index(front)
+    driver = turned(draw, list(DRIVERS), shift)
+    ending = turned(draw, list(IN_SUBPROCESS), shift + 1)
+    return draw(plan_of(front, driver, ending, shift))
+
+
+@st.composite
+def plan_of(draw: st.DrawFn, front: str, driver: str, ending: str, shift: int) -> Plan:
+    """The work, options and moment of an example with this ending."""
     kinds = list(DROPIN_KINDS if front == "dropin" else KINDS)
     order = draw(st.permutations(kinds))
     sizes = draw(st.lists(st.integers(3, 6), min_size=2, max_size=4))
     clients = [tuple((order[c:] + order[:c])[:size]) if c % 2 == 0 else
                tuple((order[::-1][c:] + order[::-1][:c])[:size]) for c, size in enumerate(sizes)]
     clients = [tuple(draw(st.permutations(c))) for c in clients]
+    if front == "sync" and ending in ("sigint", "sigterm", "exit"):
+        clients = clients[:1]  # a script: one client, in the main thread
     pool_size = 1 + (draw(st.integers(0, 3)) + 1 + shift) % 4
     pipeline: Optional[bool] = None if front == "dropin" else turned(
         draw, [None, True, False], shift)
@@ -102,7 +119,8 @@ def plans(draw: st.DrawFn, front: str, driver: str, endings: list[str]) -> Plan:
     else:
         half = max(0, sum(len(c) for c in clients) // 2)
         moment = ("acks", half - draw(st.integers(0, half)))
-    limit = turned(draw, [0.2, 0.5, 1.0] if ending == "statement_timeout"
+    limit = turned(draw, [0.2, 0.5] if ending == "statement_timeout"
                    else [0.05, 0.2, 0.5], shift)
+    graceful = front != "sync" or bool(turned(draw, [True, False], shift // 2))
     return Plan(front, driver, ending, tuple(clients), pool_size, pipeline, autobatch,
-                moment, limit)
+                moment, limit, graceful)

@@ -65,6 +65,7 @@ class Plan:
     #: at the gate; ("hold", k): a client at the k-th transaction body's end
     moment: tuple[str, int]
     limit: float = 0.3  # the timeout= / statement_timeout= of those endings
+    graceful: bool = True  # a client program that closes on its way out (adb.sync)
 
     def pipelined(self) -> bool:
         """Whether standalone calls may be pipelined or batched (a caller who gives
@@ -365,11 +366,14 @@ async def settle_clients(plan: Plan, env: Env, clients: Clients, out: Outcome) -
     are dropped unanswered, as adbapi's are (docs/adbapi.md): they must not run."""
     if env.site.gate_closed:
         await in_thread(env.site.open_gate)
-    still = await clients.wait(BOUND)
+    dropping = plan.front == "dropin" and plan.ending == "close"
+    # on a closed drop-in pool, the answers of the calls it accepted are on their
+    # way once close() returned: what waits after that was made after the close
+    still = await clients.wait(2.0 if dropping else BOUND)
     if not still:
         return
     waiting = [u for u in env.ledger.unsettled()]
-    if plan.front == "dropin" and plan.ending == "close":
+    if dropping:
         for unit in waiting:
             env.ledger.force(unit, DROPPED)
     else:
@@ -488,9 +492,13 @@ async def run_in(plan: Plan, site: Site, reactor: Any, out: Outcome, private: An
     if plan.moment[0] == "running" and site.gated:
         await in_thread(site.close_gate)
     clients = Clients(plan, env)
+    began = time.monotonic()
     out.figures["moment"] = await reach_moment(plan, env, clients)
+    out.figures["moment_s"] = round(time.monotonic() - began, 2)
     await fire(plan, env, clients, out, private)
+    out.figures["fired_s"] = round(time.monotonic() - began, 2)
     await settle_clients(plan, env, clients, out)
+    out.figures["settled_s"] = round(time.monotonic() - began, 2)
     name = site.table
     if plan.ending == "drop":
         ids = ids or (thread_ids(connections_of(db)) if site.kind == "mysql" else [])

@@ -63,6 +63,16 @@ class Site:
         self._holder: Any = None
         self._holder_tx: Any = None
 
+    @classmethod
+    def named(cls, driver: str, table: str, url: str) -> Site:
+        """The site as the work in another process sees it: its names, no
+        connection of the test's."""
+        site = cls.__new__(cls)
+        site.driver, site.kind, site.table = driver, KINDS[driver], table
+        site.gate_table, site.url = table + "_g", url
+        site.p = "?" if site.kind == "sqlite" else "%s"
+        return site
+
     @property
     def gated(self) -> bool:
         """True where inserts go through the gate (the servers)."""

@@ -21,7 +21,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from benchmarks import privateserver
 
 from . import scenario
-from .plans import DRIVERS, FRONTS, in_process_endings, plans
+from .plans import DRIVERS, FRONTS, IN_SUBPROCESS, in_process_endings, plans, process_plans
+from .process import run_process
 
 EXAMPLES = int(os.environ.get("ADB_ENDINGS_EXAMPLES", "0"))
 #: only these endings (comma-separated), e.g. ADB_ENDINGS_ONLY=close,sigint
@@ -84,5 +85,24 @@ def test_work_ended_in_process(front, driver, tmp_path_factory, private_pg):
         tmp = str(tmp_path_factory.mktemp("endings"))
         outcome = asyncio.run(scenario.run(plan, tmp, private))
         print(plan.ending, plan.moment, outcome.figures)
+        assert not outcome.findings, report(plan, outcome)
+    check()
+
+
+@pytest.mark.timeout(timeout_for(60))
+@pytest.mark.parametrize("front", FRONTS)
+def test_a_program_ended(front, tmp_path_factory):
+    """A real program on ``front`` ended by SIGINT, SIGTERM, its own exit or a
+    fork: it exits in time, nothing of its work outlives it on the server, and
+    what it was told agrees with the rows."""
+    if ONLY and not ONLY & set(IN_SUBPROCESS):
+        pytest.skip(f"no program ending among {sorted(ONLY)}")
+
+    @examples_settings(60)
+    @given(plan=process_plans(front).filter(lambda p: not ONLY or p.ending in ONLY))
+    def check(plan):
+        tmp = str(tmp_path_factory.mktemp("endings"))
+        outcome = run_process(plan, tmp)
+        print(plan.ending, plan.driver, plan.moment, outcome.figures)
         assert not outcome.findings, report(plan, outcome)
     check()
