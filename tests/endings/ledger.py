@@ -122,9 +122,11 @@ class Ledger:
         with self._changed:
             self._changed.notify_all()
 
-    def count(self, *outcomes: str) -> int:
+    def count(self, *outcomes: str, but: tuple[str, ...] = ()) -> int:
+        """Units with tokens settled with one of ``outcomes`` (but none of kind ``but``)."""
         with self._changed:
-            return sum(u.outcome in outcomes for u in self.units.values() if u.tokens)
+            return sum(u.outcome in outcomes for u in self.units.values()
+                       if u.tokens and u.kind not in but)
 
     def wait_for(self, predicate: Callable[[], bool], within: float) -> bool:
         """Block until ``predicate()`` (asked each time a unit settles) holds."""

@@ -83,7 +83,7 @@ def process_plans(draw: st.DrawFn, front: str) -> Plan:
     shift = FRONTS.index(front)
     driver = turned(draw, list(DRIVERS), shift)
     ending = turned(draw, list(IN_SUBPROCESS), shift + 1)
-    return draw(plan_of(front, driver, ending, shift))
+    return draw(plan_of(front, driver, ending, shift + 1))
 
 
 @st.composite
@@ -121,6 +121,6 @@ def plan_of(draw: st.DrawFn, front: str, driver: str, ending: str, shift: int) -
         moment = ("acks", half - draw(st.integers(0, half)))
     limit = turned(draw, [0.2, 0.5] if ending == "statement_timeout"
                    else [0.05, 0.2, 0.5], shift)
-    graceful = front != "sync" or bool(turned(draw, [True, False], shift // 2))
+    graceful = front != "sync" or bool(turned(draw, [False, True], shift // 2))
     return Plan(front, driver, ending, tuple(clients), pool_size, pipeline, autobatch,
                 moment, limit, graceful)

@@ -187,7 +187,7 @@ def run_process(plan: Plan, tmp_dir: str) -> Outcome:
         out.findings.extend(figures.pop("findings"))
         out.figures.update(figures)
         if plan.ending == "fork":
-            failed = heard.ledger.count(NOT_RUN, MAYBE)
+            failed = heard.ledger.count(NOT_RUN, MAYBE, but=("abandon",))  # never committed
             if failed or proc.returncode != 0:
                 out.findings.append(f"a fork disturbed the parent: {failed} unit(s) failed, "
                                     f"exit {proc.returncode}: {heard.stderr[-6:]}")
