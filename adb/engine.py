@@ -44,7 +44,7 @@ from .session import PoolConfig, StreamGate
 from .steps import Steps
 from .telemetry import BEGIN, COMMIT, CONNECT, ROLLBACK, Telemetry, What
 from .transaction import Transaction
-from .txrecord import TxRecord
+from .txrecord import EndedBy, TxRecord
 from .target import Target
 from .url import make_target, target_for
 
@@ -322,20 +322,26 @@ class Engine(Generic[F]):
         return tx
 
     def end(self, tx: Transaction, commit: bool) -> F:
-        """Commit or roll back ``tx``, returning the future without waiting."""
+        """Commit or roll back ``tx``, returning the future without waiting.
+
+        Once its owner has the end (``forget``), its FINISH is always queued: its
+        worker stays pinned until it runs, even while the Database closes, and a
+        close leaves it alone. If a close took the end first, the error names it."""
         record = self.usable(tx)
-        self.forget(tx)
         self.check_open()
+        if not self.forget(tx):
+            record.check()  # a close rolled it back meanwhile: TransactionError
         return self._queue(record, Kind.FINISH, (record, commit), COMMIT if commit else ROLLBACK)
 
     def finish(self, tx: Transaction, commit: bool) -> Any:
         """Commit or roll back ``tx``; what ``commitTransaction``/``rollbackTransaction`` give."""
         return self._returned(self.end(tx, commit), None, None, self)
 
-    def forget(self, tx: Transaction) -> None:
-        """``tx`` is ending: it is no longer an open transaction of this Database."""
-        tx._record.ending()
+    def forget(self, tx: Transaction) -> bool:
+        """``tx``'s owner ends it: it is no longer an open transaction of this
+        Database. False if something else (a close) ended it first."""
         self._open_tx.discard(tx)
+        return tx._record.ending()
 
     def check_tx(self, tx: Transaction) -> None:
         """TransactionError unless ``tx`` can take more work here."""
@@ -386,8 +392,7 @@ class Engine(Generic[F]):
         """A stream was dropped open: its worker closes it (and rolls back its own
         transaction); nobody waits for that."""
         if own:
-            if tx.active:
-                self.forget(tx)
+            if tx.active and self.forget(tx):
                 tx._record.queue.put(finish_job(tx._record, False))
             return
         try:
@@ -552,7 +557,7 @@ class Engine(Generic[F]):
             self._state = CloseState.CLOSING
         self.refusal = PoolClosed.refused(self.name)
         for tx in list(self._open_tx):
-            tx._record.abandon("because the Database was closed")
+            tx._record.abandon(EndedBy.CLOSE)
         if self.admission is not None:
             self.admission.close()
         self.pool.stop()

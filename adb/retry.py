@@ -76,6 +76,8 @@ def transaction(engine: Retrier, fn: Callable[..., Any], args: tuple[Any, ...],
             if tx.active:  # fn may have ended it itself
                 committing = True
                 yield engine.end(tx, True)
+            else:  # ... or something else did (a close): then it did not commit
+                tx._record.check_ended_by_owner()
             return result
         except GeneratorExit:  # dropped unfinished: the handle's finalizer rolls back
             raise

@@ -193,8 +193,10 @@ class TransactionContext(Generic[TX]):
     """``async with db.transaction() as tx`` (or ``with`` on adb.sync).
 
     Commits when the block ends normally, rolls back when it raises; does
-    nothing if the block already committed or rolled back itself. Both forms run
-    the same steps (``adb.steps``).
+    nothing if the block already committed or rolled back itself. A block that
+    ends normally after something else ended its transaction (``close()`` rolled
+    it back) raises TransactionError naming what did: the block exits normally
+    only if its own commit succeeded. Both forms run the same steps (``adb.steps``).
 
     :param begin: begins the transaction: its handle, and the future of its begin.
     """
@@ -213,6 +215,8 @@ class TransactionContext(Generic[TX]):
         tx = self.tx
         if tx.active:
             yield tx.engine.end(tx, exc_type is None)
+        elif exc_type is None:  # ended already: by the block itself, or under it
+            tx._record.check_ended_by_owner()
 
     async def __aenter__(self) -> TX:
         tx: TX = await run_async(self._enter())

@@ -7,6 +7,12 @@ Who writes ``state``: the caller's side moves it from BEGINNING or ACTIVE to
 ENDING (``Engine.finish``) or FAILED (``Engine`` closing: ``abandon``); the
 worker pinned by it writes ACTIVE, COMMITTED, ROLLED_BACK and FAILED. A
 transaction's jobs go on ``queue``, put there by the engine only.
+
+Who *ended* it is decided once: its owner asking for commit or rollback
+(``ending``) and a close rolling it back (``abandon``) each take its end
+claim, and only the first gets it; ``ended_by`` names the winner, so a
+transaction block can tell a transaction it ended itself from one something
+else ended under it (``check_ended_by_owner``).
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import weakref
 from queue import SimpleQueue
 from typing import Any, Optional
 
+from .call import Claim
 from .dispatch import Queued
 from .errors import TransactionError
 from .jobs import abandon_job
@@ -37,11 +44,24 @@ class TxState(enum.Enum):
 USABLE = (TxState.BEGINNING, TxState.ACTIVE)
 
 
+class EndedBy(enum.Enum):
+    """Who ended a transaction (``TxRecord.ended_by``): its owner, through its handle
+    or its block, or something else, whose value says what, in the error a block's
+    exit or a later call raises."""
+
+    #: its owner asked for commit or rollback (``commit()``, ``rollback()``, a block's exit)
+    OWNER = "its owner"
+    #: ``close()`` rolled it back
+    CLOSE = "the Database was closed"
+    #: the interpreter exited with it open (``adb.engine``'s exit handler rolled it back)
+    EXIT = "the interpreter exited"
+
+
 class TxRecord:
     """The engine's and the worker's side of one transaction (see the module doc)."""
 
     __slots__ = ("id", "name", "read_only", "isolation", "queue", "state", "worker", "span",
-                 "why_failed", "_finalizer")
+                 "ended_by", "_end", "_finalizer")
 
     def __init__(self, name: str, read_only: bool, isolation: Optional[str]) -> None:
         self.id = next(_ids)
@@ -52,8 +72,9 @@ class TxRecord:
         self.state = TxState.BEGINNING
         self.worker: Optional[int] = None
         self.span: Any = None  # its OpenTelemetry span, begun by its worker if traced
-        #: why it failed, when the reason is not its own (the Database closed), or None
-        self.why_failed: Optional[str] = None
+        #: who ended it (its owner, or what rolled it back under it), None while open
+        self.ended_by: Optional[EndedBy] = None
+        self._end = Claim()  # taken by whoever ends it first: its owner, or a close
         self._finalizer: Optional[weakref.finalize[Any, Any]] = None
 
     def __repr__(self) -> str:
@@ -66,16 +87,32 @@ class TxRecord:
     def check(self) -> None:
         """Raise TransactionError unless it can take more work."""
         if self.state not in USABLE:
-            if self.why_failed is not None:
-                raise TransactionError(f"{self!r} was {self.why_failed}: nothing of it was "
-                                       "committed; begin a new transaction")
+            if self.ended_by is not None and self.ended_by is not EndedBy.OWNER:
+                raise self.ended_under_owner()
             raise TransactionError(f"{self!r} is finished; begin a new transaction")
+
+    def check_ended_by_owner(self) -> None:
+        """Raise TransactionError, naming what ended it, unless its owner did (or it
+        is still open): a block that did not end it itself must not exit normally."""
+        if self.ended_by is not None and self.ended_by is not EndedBy.OWNER:
+            raise self.ended_under_owner()
+
+    def ended_under_owner(self) -> TransactionError:
+        """The error for a transaction something else than its owner ended."""
+        assert self.ended_by is not None
+        return TransactionError(f"{self!r} was rolled back because {self.ended_by.value}: "
+                                "nothing of it was committed; begin a new transaction")
 
     # -- its life: ending() and abandon() on the caller's side, the rest in its worker ---
 
-    def ending(self) -> None:
-        """Commit or rollback has been asked for."""
+    def ending(self) -> bool:
+        """Its owner asks for commit or rollback: True, unless something else ended
+        it first (then False, and its state stays what that made it)."""
+        if not self._end.take():
+            return False
+        self.ended_by = EndedBy.OWNER
         self.state = TxState.ENDING
+        return True
 
     def activate(self, worker_index: int) -> None:
         self.worker = worker_index
@@ -92,11 +129,16 @@ class TxRecord:
         self._detach()
         self._end_span("failed")
 
-    def abandon(self, reason: str) -> None:
-        """Mark it failed and have its worker roll it back (its Database is closing)."""
-        self.why_failed = f"rolled back {reason}"
+    def abandon(self, by: EndedBy) -> bool:
+        """Mark it failed and have its worker roll it back (its Database is closing,
+        the interpreter exiting): True, unless its owner ended it first (False: its
+        commit or rollback is queued, and runs)."""
+        if not self._end.take():
+            return False
+        self.ended_by = by
         self.fail()
-        self.queue.put(abandon_job(reason))
+        self.queue.put(abandon_job(f"because {by.value}"))
+        return True
 
     def trace_span(self, span: Any) -> None:
         """Its span, begun with its BEGIN (``adb.telemetry``); its statements' parent."""
@@ -117,4 +159,4 @@ def _roll_back_dropped(queue: SimpleQueue[Queued], tx_id: int) -> None:
     queue.put(abandon_job(f"whose handle {tx_id} was dropped while open"))
 
 
-__all__ = ["TxRecord", "TxState", "USABLE"]
+__all__ = ["EndedBy", "TxRecord", "TxState", "USABLE"]

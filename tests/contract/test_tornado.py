@@ -1,13 +1,16 @@
 """The Tornado front-end with Tornado's own test tooling (tornado.testing)."""
 
 import json
+import tempfile
 import uuid
 from typing import TYPE_CHECKING
 
 from tornado import gen, web
 from tornado.testing import AsyncHTTPTestCase, AsyncTestCase, gen_test
 
+import adb
 import adb.tornado
+from adb.errors import TransactionError
 
 from ..conftest import URLS, require_server
 
@@ -129,3 +132,37 @@ class IOLoopBindingTest(AsyncTestCase):
         rows = yield db.runQuery("select a from t")
         self.assertEqual(rows, [(1,)])
         yield db.close()
+
+    @gen_test
+    def test_a_block_close_rolled_back_raises_on_exit(self):
+        """close() from another coroutine on the IOLoop while a block is inside its
+        transaction: the block's exit raises the close's TransactionError, and a
+        runTransaction whose function returns normally after that fails too."""
+        path = f"{tempfile.mkdtemp()}/endings.db"
+        db = adb.tornado.Database(f"sqlite:///{path}", ioloop=self.io_loop)
+        yield db.runOperation("create table t (a int)")
+        closing = []
+
+        async def block():
+            async with db.transaction() as tx:
+                await tx.runOperation("insert into t values (1)")
+                closing.append(gen.convert_yielded(db.close()))  # runs as its own task
+                while tx.state is not adb.TxState.FAILED:
+                    await gen.sleep(0.002)
+        with self.assertRaisesRegex(TransactionError, "because the Database was closed"):
+            yield block()
+        yield closing[0]
+        db = adb.tornado.Database(f"sqlite:///{path}", ioloop=self.io_loop)
+
+        async def fn(tx):
+            await tx.runOperation("insert into t values (2)")
+            closing.append(gen.convert_yielded(db.close()))
+            while tx.state is not adb.TxState.FAILED:
+                await gen.sleep(0.002)
+            return "value"
+        with self.assertRaisesRegex(TransactionError, "because the Database was closed"):
+            yield db.runTransaction(fn)
+        yield closing[1]
+        check = adb.tornado.Database(f"sqlite:///{path}", ioloop=self.io_loop)
+        self.assertEqual((yield check.runQuery("select count(*) from t")), [(0,)])
+        yield check.close()

@@ -168,6 +168,48 @@ class DatabaseTests(_DatabaseTestsBase):
         yield check.close()
         self.assertEqual(rows, [(50,)])
 
+    @defer.inlineCallbacks
+    def test_a_block_close_rolled_back_fails_on_exit(self):
+        """close() from the reactor while an ``async with`` block is inside its
+        transaction: the block's exit fails with the close's TransactionError, and
+        runTransaction's Deferred too (its function returned normally); no row."""
+        closed: list[object] = []
+
+        async def block():
+            async with self.db.transaction() as tx:
+                await tx.runOperation(self.ins(), (1, "block"))
+                reactor.callLater(0, lambda: closed.append(self.db.close()))
+                while tx.state is not adb.TxState.FAILED:
+                    await task.deferLater(reactor, 0.002, lambda: None)
+        failure = yield self.assertFailure(defer.ensureDeferred(block()), TransactionError)
+        self.assertIn("rolled back because the Database was closed", str(failure))
+        yield closed[0]
+        check = adb.twisted.Database(self.url, pool_size=1)
+        rows = yield check.runQuery(f"select count(*) from {self.table}")
+        yield check.runOperation(f"drop table {self.table}")
+        yield check.close()
+        self.assertEqual(rows, [(0,)])
+
+    @defer.inlineCallbacks
+    def test_run_transaction_close_rolled_back_fails(self):
+        """runTransaction with an inlineCallbacks function that returns normally
+        after a close rolled its transaction back: the Deferred fails."""
+        closed: list[object] = []
+
+        @defer.inlineCallbacks
+        def fn(tx):
+            yield tx.runOperation(self.ins(), (1, "runTransaction"))
+            closed.append(self.db.close())
+            self.assertIs(tx.state, adb.TxState.FAILED)  # close() rolls it back at once
+            return "value"
+        yield self.assertFailure(self.db.runTransaction(fn), TransactionError)
+        yield closed[0]
+        check = adb.twisted.Database(self.url, pool_size=1)
+        rows = yield check.runQuery(f"select count(*) from {self.table}")
+        yield check.runOperation(f"drop table {self.table}")
+        yield check.close()
+        self.assertEqual(rows, [(0,)])
+
 
 class PostgreSQLDatabaseTests(DatabaseTests, unittest.TestCase):
     kind = "postgresql"
