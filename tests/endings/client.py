@@ -272,7 +272,9 @@ def main_twisted(spec: dict[str, Any]) -> None:
         env.pause = pause
 
         def leave(signum: int, frame: Any) -> None:
-            raise SystemExit(0)  # out of reactor.run(): no shutdown trigger runs
+            # the reactor stops without its shutdown triggers (nothing is closed),
+            # react() returns and the interpreter exits
+            reactor.callFromThread(reactor.crash)
 
         def fork(signum: int, frame: Any) -> None:
             pid = os.fork()
