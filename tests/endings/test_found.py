@@ -120,3 +120,54 @@ async def test_a_call_in_its_own_transaction_whose_backend_is_killed_says_it_may
     finally:
         await db.close()
         site.drop()
+
+
+@pytest.mark.parametrize("front", ["asyncio", "tornado", "twisted", "sync"])
+@pytest.mark.parametrize("how", ["timeout", "cancel"])
+async def test_run_transaction_given_up_while_it_waits_for_a_worker_settles(front, how, tmp_path):
+    """``runTransaction`` whose begin never got a worker (its ``timeout=`` ran out, or
+    its caller cancelled it) went on to roll back the transaction it never began:
+    that rollback waited for a worker that would never take it, so the call never
+    settled, not even once the pool was free again (found by the checker: clients
+    still waiting 20 s after a cancel, and after ``timeout=``). It now fails with
+    PoolTimeout, or is cancelled, at once, and the pool serves on."""
+    from twisted.internet.defer import CancelledError as DeferredCancelled
+    from adb.errors import PoolTimeout
+    from ..conftest import FRONTS, ev
+    if how == "cancel" and front == "sync":
+        pytest.skip("a blocking call is given up by Ctrl-C: tests/endings' programs")
+    db = FRONTS[front](f"sqlite:///{tmp_path}/rt.db", pool_size=1,
+                       **({"timeout": 0.2} if how == "timeout" else {}))
+    loop = asyncio.get_running_loop()
+    try:
+        holder = await ev(db.beginTransaction())  # the only worker is pinned
+
+        def body(tx):
+            return tx.runQuery("select 1")
+        if front == "sync":
+            with pytest.raises(PoolTimeout):
+                await loop.run_in_executor(None, db.runTransaction, body)
+        else:
+            async def coroutine_body(tx):
+                return await tx.runQuery("select 1")
+            pending = db.runTransaction(body if front == "twisted" else coroutine_body)
+            waiter = asyncio.ensure_future(ev(pending))
+            expected: tuple[type[BaseException], ...]
+            if how == "cancel":
+                for _ in range(500):  # until its begin waits in the queue (no worker is free)
+                    if db.stats()["queued"]:
+                        break
+                    await asyncio.sleep(0.01)
+                assert db.stats()["queued"] == 1
+                pending.cancel()
+                expected = (asyncio.CancelledError, DeferredCancelled)
+            else:
+                expected = (PoolTimeout,)
+            done, _ = await asyncio.wait([waiter], timeout=5)
+            assert done, "runTransaction never settled"
+            assert isinstance(waiter.exception() if not waiter.cancelled()
+                              else asyncio.CancelledError(), expected)
+        await ev(holder.rollback())
+        assert await ev(db.runQuery("select 2", timeout=5)) == [(2,)]  # the pool serves on
+    finally:
+        await ev(db.close())
