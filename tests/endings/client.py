@@ -134,6 +134,11 @@ def future_pause(loop: Any) -> tuple[Any, Any]:
     return future, lambda: future.done() or future.set_result(None)
 
 
+def on_signal(action: Any, env: Env) -> None:
+    action()
+    released(env)
+
+
 def released(env: Env) -> None:
     """The ending came: the held client's other work is over, it goes on."""
     if env.release is not None:
@@ -152,9 +157,9 @@ async def main_async(spec: dict[str, Any]) -> None:
         env = make_env(spec, db)
         env.pause = lambda: future_pause(loop)
         # the recipe's graceful stop; the held client's other work ends meanwhile
-        loop.add_signal_handler(signal.SIGTERM, lambda: (stop.set(), released(env)))
-        loop.add_signal_handler(signal.SIGUSR2, lambda: (leave.set(), released(env)))
-        loop.add_signal_handler(signal.SIGUSR1, lambda: (fork_async(db), released(env)))
+        loop.add_signal_handler(signal.SIGTERM, on_signal, stop.set, env)
+        loop.add_signal_handler(signal.SIGUSR2, on_signal, leave.set, env)
+        loop.add_signal_handler(signal.SIGUSR1, on_signal, lambda: fork_async(db), env)
         tasks = [asyncio.ensure_future(run_async(env, c, kinds, ASYNC))
                  for c, kinds in enumerate(spec["clients"])]
         say(ready=True)
@@ -253,6 +258,7 @@ def main_twisted(spec: dict[str, Any]) -> None:
     import adb.twisted
 
     def main(reactor: Any) -> Any:
+        db: Any
         if spec["front"] == "dropin":
             db = adb.twisted.ConnectionPool(
                 DBAPI[spec["driver"]], cp_min=1, cp_max=spec["pool_size"], cp_name=spec["table"],
@@ -267,8 +273,11 @@ def main_twisted(spec: dict[str, Any]) -> None:
 
         def pause() -> tuple[Any, Any]:
             waiter: defer.Deferred[None] = defer.Deferred()
-            return waiter, lambda: reactor.callFromThread(
-                lambda: waiter.called or waiter.callback(None))
+
+            def fire() -> None:
+                if not waiter.called:
+                    waiter.callback(None)
+            return waiter, lambda: reactor.callFromThread(fire)
         env.pause = pause
 
         def leave(signum: int, frame: Any) -> None:

@@ -9,7 +9,7 @@ ending across pairs.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 from hypothesis import strategies as st
 
@@ -61,7 +61,7 @@ def rotation(front: str, driver: str) -> int:
     return FRONTS.index(front) * len(DRIVERS) + DRIVERS.index(driver)
 
 
-def turned(draw: st.DrawFn, options: list, shift: int) -> object:
+def turned(draw: st.DrawFn, options: list[Any], shift: int) -> Any:
     """One of ``options``, drawn, turned by ``shift``: the simplest draw (the one a
     one-example run makes) gives a different option on each front-end x driver."""
     return options[(draw(st.integers(0, len(options) - 1)) + shift) % len(options)]

@@ -201,8 +201,9 @@ def run_process(plan: Plan, tmp_dir: str) -> Outcome:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-            proc.stdout.close()
-            proc.stderr.close()
+            for stream in (proc.stdout, proc.stderr):
+                if stream is not None:
+                    stream.close()
         site.drop()
 
 

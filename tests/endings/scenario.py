@@ -85,7 +85,8 @@ class Logs(logging.Handler):
 
     def __init__(self, name: str) -> None:
         super().__init__(logging.DEBUG)
-        self.name_, self.lines = name + ":", []
+        self.name_ = name + ":"
+        self.lines: list[str] = []
         self.logger = logging.getLogger("adb")
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -250,7 +251,9 @@ def pauses(plan: Plan) -> Callable[[], tuple[Any, Callable[[], None]]]:
                     waiter.callback(None)
             elif not waiter.done():
                 waiter.set_result(None)
-        return waiter, lambda: loop.call_soon_threadsafe(fire)
+        def release() -> None:
+            loop.call_soon_threadsafe(fire)
+        return waiter, release
     return pause
 
 
@@ -282,8 +285,16 @@ def start_close(plan: Plan, db: Any) -> asyncio.Future[Any]:
             done.set_result(None)
             return
         closing = asyncio.ensure_future(result)
-        closing.add_done_callback(lambda f: done.done() or (
-            done.set_exception(f.exception()) if f.exception() else done.set_result(None)))
+
+        def closed(f: asyncio.Future[Any]) -> None:
+            if done.done():
+                return
+            error = f.exception()
+            if error is not None:
+                done.set_exception(error)
+            else:
+                done.set_result(None)
+        closing.add_done_callback(closed)
     loop.call_soon(handler)
     return done
 
@@ -379,11 +390,29 @@ async def settle_clients(plan: Plan, env: Env, clients: Clients, out: Outcome) -
     else:
         out.findings.append(
             f"{len(still)} client(s) still waiting for an answer {BOUND} s after the ending "
-            f"({plan.ending}): {[f'{u.kind} #{u.id}' for u in waiting][:6]}")
+            f"({plan.ending}): {[f'{u.kind} #{u.id}' for u in waiting][:6]}"
+            + "".join(where(clients.futures[i]) for i in still[:2]))
         for unit in waiting:  # what the cancel below makes of them is not an answer
             env.ledger.force(unit, UNKNOWN)
     clients.cancel()
     await clients.wait(BOUND)
+
+
+def where(future: Any, depth: int = 0) -> str:
+    """Where a stuck client waits: the chain of coroutines of its asyncio task, down
+    through the tasks it awaits, and what the innermost one awaits."""
+    if not isinstance(future, asyncio.Task) or depth > 4:
+        return f" on {future!r:.200}"
+    chain: list[str] = []
+    awaited: Any = future.get_coro()
+    while awaited is not None and hasattr(awaited, "cr_frame"):
+        frame = awaited.cr_frame
+        if frame is not None:
+            chain.append(f"{frame.f_code.co_name}:{frame.f_lineno}")
+        awaited = awaited.cr_await
+    inner = [f for f in gc.get_referents(awaited) if asyncio.isfuture(f)] if awaited else []
+    return f"; waiting at {' -> '.join(chain)}" + (where(inner[0], depth + 1) if inner else
+                                                      f" on {awaited!r:.160}")
 
 
 async def close_db(plan: Plan, db: Any, out: Outcome) -> None:
@@ -446,7 +475,7 @@ async def run(plan: Plan, tmp_dir: str, private: Any = None) -> Outcome:
             reactor = AsyncioSelectorReactor(asyncio.get_running_loop())
         with Logs(site.table) as logs, warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            await run_in(plan, site, reactor, out, private)
+            ledger = await run_in(plan, site, reactor, out, private)
             gc.collect()
         resource = [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)
                     and site.table in str(w.message)]
@@ -461,8 +490,10 @@ async def run(plan: Plan, tmp_dir: str, private: Any = None) -> Outcome:
         left = await in_thread(site.wait_quiet, QUIET, True)
         if left:
             out.findings.append(f"after the close: {left}")
-        checked = await in_thread(lambda: env_check(site, out))
-        out.findings.extend(checked)
+        present = await in_thread(site.tokens)
+        figures = ledger.check(present, allow_unknown=True)
+        out.findings.extend(figures.pop("findings"))
+        out.figures.update(figures)
     finally:
         if reactor is not None:
             reactor.removeReader(reactor.waker)
@@ -471,20 +502,9 @@ async def run(plan: Plan, tmp_dir: str, private: Any = None) -> Outcome:
     return out
 
 
-_ledgers: dict[str, Ledger] = {}
-
-
-def env_check(site: Site, out: Outcome) -> list[str]:
-    ledger = _ledgers.pop(site.table)
-    figures = ledger.check(site.tokens(), allow_unknown=True)
-    findings = figures.pop("findings")
-    out.figures.update(figures)
-    return findings
-
-
-async def run_in(plan: Plan, site: Site, reactor: Any, out: Outcome, private: Any) -> None:
-    """The work, the ending and the checks that need the Database."""
-    ledger = _ledgers[site.table] = Ledger()
+async def run_in(plan: Plan, site: Site, reactor: Any, out: Outcome, private: Any) -> Ledger:
+    """The work, the ending and the checks that need the Database; the ledger."""
+    ledger = Ledger()
     db = make_db(plan, site, reactor)
     env = Env(db, site, ledger, twisted=plan.front in ("twisted", "dropin"),
               hold_at=plan.moment[1] if plan.moment[0] == "hold" else 0, pause=pauses(plan))
@@ -502,7 +522,8 @@ async def run_in(plan: Plan, site: Site, reactor: Any, out: Outcome, private: An
     name = site.table
     if plan.ending == "drop":
         ids = ids or (thread_ids(connections_of(db)) if site.kind == "mysql" else [])
-        env.db = db = clients = None  # the application lets go of it, unclosed
+        env.db = db = None  # the application lets go of it, unclosed
+        del clients
         gc.collect()
         left = sessions_gone(site, ids, BOUND) if site.kind != "sqlite" else None
         if left:
@@ -512,3 +533,4 @@ async def run_in(plan: Plan, site: Site, reactor: Any, out: Outcome, private: An
     threads = await in_thread(threads_left, name, BOUND)
     if threads:
         out.findings.append(f"threads of the Database alive {BOUND} s after its end: {threads}")
+    return ledger

@@ -140,13 +140,13 @@ class Site:
         """How many statements of the work the server is running (or has waiting)."""
         like = f"%{self.table}%"
         if self.kind == "postgresql":
-            return self.admin.runQueryValue(
+            return int(self.admin.runQueryValue(
                 "select count(*) from pg_stat_activity where query like %s and state = 'active' "
-                "and pid <> pg_backend_pid()", (like,))
+                "and pid <> pg_backend_pid()", (like,)) or 0)
         if self.kind == "mysql":
-            return self.admin.runQueryValue(
+            return int(self.admin.runQueryValue(
                 "select count(*) from information_schema.processlist where info like %s "
-                "and id <> connection_id()", (like,))
+                "and id <> connection_id()", (like,)) or 0)
         return 0
 
     def open_transactions(self) -> int:
@@ -154,9 +154,9 @@ class Site:
         MariaDB shows no statement text for an idle session)."""
         if self.kind != "postgresql":
             return 0
-        return self.admin.runQueryValue(
+        return int(self.admin.runQueryValue(
             "select count(*) from pg_stat_activity where application_name = %s "
-            "and state like 'idle in transaction%%'", (self.table,))
+            "and state like 'idle in transaction%%'", (self.table,)) or 0)
 
     def wait_running(self, n: int, within: float) -> int:
         """Poll until the server runs at least ``n`` statements of the work; how many."""
@@ -223,7 +223,7 @@ def thread_ids(connections: Iterable[Any]) -> list[int]:
     ids = []
     for conn in connections:
         raw = getattr(conn, "raw", conn)
-        getter = getattr(raw, "thread_id", None) or getattr(conn, "thread_id", None)
+        getter: Any = getattr(raw, "thread_id", None) or getattr(conn, "thread_id", None)
         try:
             ids.append(int(getter()))
         except Exception:  # not connected, or not PyMySQL

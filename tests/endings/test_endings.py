@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
@@ -45,9 +46,9 @@ class Private:
     """The private PostgreSQL of the restart endings, made on first use."""
 
     def __init__(self) -> None:
-        self.server = None
+        self.server: Any = None
 
-    def get(self):
+    def get(self) -> Any:
         if self.server is None:
             self.server = privateserver.create("postgresql")
         return self.server
