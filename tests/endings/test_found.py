@@ -171,3 +171,59 @@ async def test_run_transaction_given_up_while_it_waits_for_a_worker_settles(fron
         assert await ev(db.runQuery("select 2", timeout=5)) == [(2,)]  # the pool serves on
     finally:
         await ev(db.close())
+
+
+#: where a cycle of adb's own still holds the handle (not found yet): open, in the report
+STILL_CYCLIC = pytest.mark.xfail(strict=True, reason="another reference cycle holds the "
+                                 "handle: its worker waits for the cyclic collector")
+
+
+@pytest.mark.parametrize("front, driver", [
+    ("sync", "mysql"), ("twisted", "postgresql"), ("twisted", "mysql"),
+    pytest.param("sync", "postgresql", marks=STILL_CYCLIC),
+    pytest.param("asyncio", "postgresql", marks=STILL_CYCLIC),
+    pytest.param("asyncio", "mysql", marks=STILL_CYCLIC)])
+async def test_a_dropped_handle_whose_connection_died_frees_its_worker_without_the_collector(
+        front, driver, tmp_path):
+    """A transaction whose connection broke under a statement, its handle dropped by
+    the application without a rollback: the handle is rolled back when it is
+    collected (docs/usage.md), which must happen when its last reference goes. The
+    ConnectionLost handed back held itself in a cycle (its cause's traceback holds
+    the worker's frame, whose local held the ConnectionLost; adb.sync's raising
+    frame did the same), and through its own traceback the caller's frames and the
+    handle: the worker stayed pinned until the cyclic collector ran, and every
+    other call waited (found by the checker: a pool of one starved for 20 s after
+    a backend was killed). The cyclic collector is off here, so only reference
+    counting can free the handle."""
+    import gc
+    from adb.errors import ConnectionLost
+    from ..conftest import FRONTS, ev
+    from .site import Site, thread_ids
+    site = Site(driver, str(tmp_path))
+    site.create()
+    db = FRONTS[front](site.url, pool_size=1, timeout=5, name=site.table)
+    loop = asyncio.get_running_loop()
+
+    async def forgotten() -> None:  # begins, writes, and drops the handle on an error
+        tx = await ev(db.beginTransaction())
+        ids = thread_ids(db._engine.pool.connections.values())
+        site.close_gate()
+        killer = loop.run_in_executor(None, lambda: (site.wait_running(1, 10),
+                                                     site.kill_all(ids)))
+        try:
+            if front == "sync":
+                await loop.run_in_executor(None, tx.runOperation, site.insert_sql(), ("x", 1))
+            else:
+                await ev(tx.runOperation(site.insert_sql(), ("x", 1)))
+        except ConnectionLost:
+            pass
+        await killer
+        site.open_gate()
+    gc.disable()
+    try:
+        await forgotten()
+        assert await ev(db.runQuery("select 1")) == [(1,)]  # the worker was freed at once
+    finally:
+        gc.enable()
+        await ev(db.close())
+        site.drop()
