@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import threading
+import weakref
 from typing import Any, Optional, Tuple
 
 
@@ -87,5 +88,30 @@ class RunningCall:
         return str(getattr(args[0], "__name__", "a call")) if args else "a call"
 
 
-__all__ = ["Claim", "Job", "FUTURE", "KIND", "CLAIM", "RUN_TIMEOUT", "TRACE", "ARGS",
+#: who can cancel a running call for its caller: each pool's watchdog
+#: (``adb.watchdog.Watchdog.cancel_given_up``), held weakly
+_cancellers: "weakref.WeakSet[Any]" = weakref.WeakSet()
+_cancellers_lock = threading.Lock()
+
+
+def add_canceller(canceller: Any) -> None:
+    """Register ``canceller`` (a watchdog) with ``cancel_given_up``."""
+    with _cancellers_lock:
+        _cancellers.add(canceller)
+
+
+def cancel_given_up(future: Any) -> bool:
+    """The caller blocked on ``future`` was interrupted (Ctrl-C in ``adb.sync``) and
+    marked its call given up: have the call cancelled on the server now, from the
+    caller's thread, if a worker of any pool runs it (True); False if none does
+    (still queued, the call is skipped)."""
+    with _cancellers_lock:
+        cancellers = list(_cancellers)
+    for canceller in cancellers:
+        if canceller.cancel_given_up(future):
+            return True
+    return False
+
+
+__all__ = ["add_canceller", "cancel_given_up", "Claim", "Job", "FUTURE", "KIND", "CLAIM", "RUN_TIMEOUT", "TRACE", "ARGS",
            "CallState", "RunningCall"]

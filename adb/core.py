@@ -403,6 +403,8 @@ class BaseDatabase(Generic[F]):
         :raises PoolTimeout: no worker became free within ``timeout``; it never ran.
         :raises QueueFull: ``max_queued`` calls already wait and ``on_full="raise"``.
         :raises ConnectionLost: the connection broke under it (``may_have_run``).
+        :raises TransactionError: ``fn`` returned after an error that made the
+            server abort its transaction (PostgreSQL): rolled back, not committed.
         :raises Exception: what ``fn`` raised (the transaction was rolled back), or
             the driver's own errors.
         """

@@ -18,8 +18,20 @@ from typing import Any, Callable, Optional, Protocol
 
 from twisted.python import failure, log
 
+try:
+    from twisted._threads import AlreadyQuit
+except ImportError:  # pragma: no cover - every Twisted adb supports has it
+    class AlreadyQuit(Exception):  # type: ignore[no-redef]
+        """Stands for Twisted's own where it has none."""
+
 from . import errors
 from .pool import Pool, PoolState
+
+
+class PoolQuit(errors.PoolClosed, AlreadyQuit):
+    """``start()`` on a drop-in pool after ``close()``: adb's PoolClosed, and the
+    ``AlreadyQuit`` that Twisted's ThreadPool (so stock adbapi's ``start()``) raises
+    there. The pool never starts again: make a new ConnectionPool."""
 
 
 class Hosting(Protocol):
@@ -134,8 +146,16 @@ class ThreadPoolView:
         return Backlog(self._db.workers.dispatch)
 
     def start(self) -> None:
-        """Start the worker threads (``ConnectionPool.start`` calls this)."""
-        self._db.workers.start()
+        """Start the worker threads (``ConnectionPool.start`` calls this).
+
+        :raises PoolQuit: the pool was closed: as Twisted's ThreadPool raises
+            AlreadyQuit there, so ``ConnectionPool.start()`` raises and ``running``
+            stays False; calls made on the pool fail with PoolClosed.
+        """
+        try:
+            self._db.workers.start()
+        except errors.PoolClosed as exc:
+            raise PoolQuit(*exc.args) from None
 
     def stop(self) -> None:
         """Let queued calls run, close every worker's connection, join the threads
@@ -149,12 +169,16 @@ class ThreadPoolView:
     def callInThreadWithCallback(self, onResult: Optional[Callable[[bool, Any], object]],
                                  func: Callable[..., Any], *args: Any, **kw: Any) -> None:
         """Run ``func(*args, **kw)`` in a worker, then ``onResult(True, result)`` or
-        ``onResult(False, Failure)`` there (Twisted's contract); nothing once stopped.
-        ``connect()`` in ``func`` is that worker's connection."""
+        ``onResult(False, Failure)`` there (Twisted's contract). Once the pool is
+        closed ``func`` never runs, and ``onResult(False, Failure(PoolClosed))``
+        comes at once (Twisted's stopped ThreadPool calls nothing: a Deferred of
+        ``deferToThreadPool`` would never fire). ``connect()`` in ``func`` is that
+        worker's connection."""
         owner = self._owner()
-        if owner is None or self.joined:
+        if owner is None:  # the pool is gone, and its caller with it
             return
-        self._db.hosted(owner, with_callback, (onResult, func, args, kw), None)
+        never_ran = self._db.hosted(owner, with_callback, (onResult, func, args, kw), None)
+        never_ran.addErrback(_not_run, onResult)
 
     def dumpStats(self) -> None:
         """Log the counts, as Twisted's ``ThreadPool.dumpStats`` does."""
@@ -196,6 +220,18 @@ def with_callback(on_result: Optional[Callable[[bool, Any], object]], func: Call
         log.err(result)  # type: ignore[no-untyped-call,unused-ignore]
 
 
+def _not_run(reason: failure.Failure,
+             on_result: Optional[Callable[[bool, Any], object]]) -> None:
+    """Work given to the thread pool failed outside ``func`` (``with_callback``
+    reports ``func``'s own outcome): the pool closed before it ran, and
+    ``on_result`` hears of that; else ``on_result`` itself raised, and that is
+    logged, as Twisted's ThreadPool logs it."""
+    if on_result is not None and reason.check(errors.PoolClosed):  # type: ignore[no-untyped-call,unused-ignore]
+        on_result(False, reason)
+    else:
+        log.err(reason)  # type: ignore[no-untyped-call,unused-ignore]
+
+
 def check_sizes(cp_min: object, cp_max: object) -> None:
     """``cp_min`` and ``cp_max`` as adb can use them, or an InterfaceError naming them."""
     for name, value, least in (("cp_min", cp_min, 0), ("cp_max", cp_max, 1)):
@@ -205,4 +241,5 @@ def check_sizes(cp_min: object, cp_max: object) -> None:
                 f"not {value!r}")
 
 
-__all__ = ["Backlog", "Hosting", "ThreadPoolView", "as_driver_error", "check_sizes", "with_callback"]
+__all__ = ["Backlog", "Hosting", "PoolQuit", "ThreadPoolView", "as_driver_error", "check_sizes",
+           "with_callback"]

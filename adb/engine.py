@@ -19,10 +19,12 @@ still collected (and warns).
 
 from __future__ import annotations
 
+import atexit
 import enum
 import os
 import tempfile
 import threading
+import time
 import weakref
 from typing import Any, Callable, Generic, Optional
 
@@ -37,7 +39,7 @@ from .frontend import Cancellable, F, FrontEnd
 from .listen import Hub, Router
 from .options import (OPTION_NAMES, PoolOptions, Settings, check_positive,
                       check_statement_timeout, check_timeout, pipeline_depth)
-from .pool import Pool
+from .pool import Pool, PoolState
 from .replicas import ReplicaSet
 from .jobs import Kind, Op, detached, finish_job
 from .session import PoolConfig, StreamGate
@@ -99,6 +101,23 @@ def _socket_fd(conn: Any) -> Optional[int]:
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
+
+#: seconds the exit handler waits, in all, for cancels already on their way
+EXIT_CANCEL_WAIT = 5.0
+
+
+def _at_exit() -> None:
+    """The interpreter exits with Databases of this process open (no ``close()``):
+    each is closed without waiting (``Engine.close_at_exit``), so that no statement
+    it still runs outlives the process and commits after it; a forked child's
+    Databases are its parent's, and left alone."""
+    deadline = time.monotonic() + EXIT_CANCEL_WAIT
+    for engine in list(_live):
+        if not engine.forked:
+            engine.close_at_exit(deadline)
+
+
+atexit.register(_at_exit)
 
 
 class CloseState(enum.Enum):
@@ -549,15 +568,30 @@ class Engine(Generic[F]):
         self.pool.wait_stopped()
         self._closed()
 
-    def _stop_accepting(self) -> bool:
-        """Steps 1-4 of the close sequence; False if an earlier close already took them."""
+    def close_at_exit(self, deadline: float) -> None:
+        """The interpreter exits with this engine open: the close sequence without
+        its wait. New calls fail, open transactions roll back (``EndedBy.EXIT``),
+        queued calls fail with PoolClosed (they never run), and every running
+        statement is cancelled on the server from this thread; cancels already on
+        their way are waited for until ``deadline``. The workers end as the
+        process does. A pool never started has nothing to stop."""
+        if self._state is CloseState.CLOSED or self.pool.state is PoolState.NEW:
+            return
+        self._stop_accepting(EndedBy.EXIT)
+        self.pool.fail_queued(PoolClosed.at_exit(self.name))
+        self.pool.cancel_running("the interpreter is exiting", deadline)
+
+    def _stop_accepting(self, by: EndedBy = EndedBy.CLOSE) -> bool:
+        """Steps 1-4 of the close sequence; False if an earlier close already took them.
+        ``by``: what closes it (``close()``, or the interpreter's exit)."""
         with self._close_lock:
             if self._state is not CloseState.OPEN:
                 return False
             self._state = CloseState.CLOSING
-        self.refusal = PoolClosed.refused(self.name)
+        self.refusal = PoolClosed.at_exit(self.name) if by is EndedBy.EXIT \
+            else PoolClosed.refused(self.name)
         for tx in list(self._open_tx):
-            tx._record.abandon(EndedBy.CLOSE)
+            tx._record.abandon(by)
         if self.admission is not None:
             self.admission.close()
         self.pool.stop()

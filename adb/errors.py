@@ -57,6 +57,18 @@ class PoolClosed(Error):
         return cls(f"the Database {name!r} closed before this call could run")
 
     @classmethod
+    def at_exit(cls, name: str) -> PoolClosed:
+        """For a call made, or still queued, once the interpreter began to exit with
+        the Database open (``adb.engine``'s exit handler closed it)."""
+        return cls(f"the Database {name!r} was closed because the interpreter exited")
+
+    @classmethod
+    def restarted(cls, name: str) -> PoolClosed:
+        """For ``start()`` on a pool already stopped (the adbapi drop-in's)."""
+        return cls(f"the Database {name!r} is closed and cannot start again: "
+                   "make a new one")
+
+    @classmethod
     def waiting_for_room(cls, name: str) -> PoolClosed:
         """For a caller of ``wait_for_room()`` when the close begins."""
         return cls(f"the Database {name!r} closed while this caller waited for room")

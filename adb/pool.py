@@ -82,6 +82,7 @@ class Pool:
         self._alive = size
         self._workers_out = threading.Event()  # the last worker has left its loop
         self._stopped = threading.Event()      # ... its thread has ended, on_exit has run
+        self._watchdog: Optional[Watchdog] = None  # from start()
         self.workers = [Worker(self, i) for i in range(size)]
 
     @property
@@ -93,9 +94,16 @@ class Pool:
         return self._state is PoolState.STOPPING or self._state is PoolState.STOPPED
 
     def start(self) -> None:
-        """Start the worker threads and the watchdog (once); queued jobs wait for them."""
+        """Start the worker threads and the watchdog (once; again does nothing while
+        they run); queued jobs wait for them.
+
+        :raises PoolClosed: the pool was stopped: it never starts again (a call
+            made on it would otherwise wait for workers that never come).
+        """
         with self._state_lock:
             if self._state is not PoolState.NEW:
+                if self.stopping():
+                    raise PoolClosed.restarted(self.name)
                 return
             self._state = PoolState.RUNNING
         self._start_threads()
@@ -103,8 +111,15 @@ class Pool:
     def _start_threads(self) -> None:
         for worker in self.workers:
             worker.thread.start()
-        Watchdog(self.name, self.workers, self.driver, self.is_abandoned, self._cancel_grace,
-                 self._workers_out, self.all_exited).start()
+        self._watchdog = Watchdog(self.name, self.workers, self.driver, self.is_abandoned,
+                                  self._cancel_grace, self._workers_out, self.all_exited)
+        self._watchdog.start()
+
+    def cancel_running(self, why: str, deadline: float) -> None:
+        """Cancel on the server every call the workers run, from the calling thread
+        (``Watchdog.cancel_all``: the interpreter is exiting)."""
+        if self._watchdog is not None:
+            self._watchdog.cancel_all(why, deadline)
 
     def stop(self) -> None:
         """Let every queued job run, then end each worker (non-blocking). Once."""

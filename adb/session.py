@@ -373,7 +373,10 @@ class Session:
         return value
 
     def atomic(self, op: ops.Op, *args: Any) -> Any:
-        """One call in its own transaction: all of it commits, or none of it."""
+        """One call in its own transaction: all of it commits, or none of it. A
+        transaction the server aborted under it (a runInteraction function that
+        went on past an error, on PostgreSQL, whose COMMIT would then roll back
+        without a word) fails the call: it succeeds only if it committed."""
         conn = self.connection()
         driver = self._driver
         driver.begin(conn)
@@ -390,6 +393,12 @@ class Session:
             if not driver.is_disconnect(exc, conn):
                 self.rollback_or_drop()
             raise
+        if driver.failed_transaction(conn):
+            self.rollback_or_drop()
+            raise TransactionError(
+                "the server aborted this call's transaction after an error in it, which "
+                "the call went on past (a runInteraction function that caught it): it was "
+                "rolled back, not committed")
         driver.commit(conn)
         return value
 

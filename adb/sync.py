@@ -6,11 +6,13 @@ threads may share one Database; results go straight to the waiting thread.
 
 from __future__ import annotations
 
+import logging
 from queue import Empty, SimpleQueue
 from typing import (TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence, Tuple,
                     TypeVar)
 
 from .args import SQL, Params
+from .call import cancel_given_up
 from .core import URL, BaseDatabase, frontend_doc
 from .options import EMBEDDED
 from .frontend import BlockingFrontEnd
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
     from .options import Options
 
 T = TypeVar("T")
+log = logging.getLogger("adb")
 
 
 #: what a Waiter receives: ``(ok, value)``, a call's result (``ok``) or its exception
@@ -34,9 +37,20 @@ Outcome = Tuple[bool, Any]
 
 #: put in a Waiter by its caller when its wait was interrupted (Ctrl-C, any
 #: BaseException in the waiting thread): the Waiter then counts as abandoned
-#: (``SyncFrontEnd.abandoned``), so a queued call is skipped and a running one is
-#: cancelled on the server by the watchdog, as an asyncio cancellation is
+#: (``SyncFrontEnd.abandoned``), so a queued call is skipped (``give_up``)
 GAVE_UP: Outcome = (False, None)
+
+
+def give_up(waiter: Waiter) -> None:
+    """The wait for ``waiter`` was interrupted (Ctrl-C): mark the call given up, so
+    a worker skips it if still queued, and cancel it on the server if a worker runs
+    it, from this thread, before the interrupt goes on: a script that dies of its
+    Ctrl-C leaves no statement behind to commit after it (``cancel_given_up``)."""
+    waiter.put(GAVE_UP)
+    try:
+        cancel_given_up(waiter)
+    except Exception:  # never in place of the interrupt: the watchdog tries again
+        log.exception("adb: could not cancel an interrupted call")
 
 
 class Waiter(SimpleQueue[Outcome]):
@@ -56,7 +70,7 @@ class Waiter(SimpleQueue[Outcome]):
         except Empty:
             return False
         except BaseException:
-            self.put(GAVE_UP)
+            give_up(self)
             raise
         return True
 
@@ -78,7 +92,7 @@ def _outcome(waiter: Waiter) -> Any:
     try:
         ok, value = waiter.get()
     except BaseException:
-        waiter.put(GAVE_UP)
+        give_up(waiter)
         raise
     if ok:
         return value

@@ -10,7 +10,6 @@ reactor and on the asyncio reactor (sharing a loop with Tornado).
 from __future__ import annotations
 
 import importlib
-import logging
 import threading
 import weakref
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence, TypeVar
@@ -288,7 +287,6 @@ class Database(BaseDatabase["defer.Deferred[Any]"]):
 # own connection (``_hosted``), with results back in batches. ``threadpool`` answers
 # as Twisted's ThreadPool does (``ThreadPoolView``).
 
-_log = logging.getLogger("adb")
 _local = threading.local()  # .call: the drop-in call running in this thread (a _Hosted)
 
 
@@ -399,8 +397,8 @@ class ConnectionPool(adbapi.ConnectionPool):
             adb's ``ConnectionLost``, a connection that cannot be made with the
             driver's and adb's ``ServerUnavailable`` (``ConnectionRejected`` when
             the server refused it: a password, a database it does not have). Once
-            the pool is closed the call is dropped and the Deferred never fires, as
-            under adbapi.
+            the pool is closed it fails at once with PoolClosed (adbapi's would
+            never fire).
         """
         return self._run_in_pool(self._runInteraction, interaction, *args, **kw)
 
@@ -684,16 +682,13 @@ class _PoolDatabase(Database):
                kw: Optional[dict[str, Any]]) -> defer.Deferred[Any]:
         """Queue ``fn(*args, **kw)`` for a worker, where ``pool.connect()`` is that
         worker's connection (``_hosted``); a Deferred of what it returns. Once the
-        pool is closed, the call is dropped and its Deferred never fires, as a call
-        given to adbapi's stopped thread pool (applications call on while they shut
-        down, and do not expect errors from it)."""
+        pool is closed (or in a forked child) the Deferred fails at once with the
+        reason, PoolClosed (ForkError): a call is never left unsettled, where
+        adbapi's stopped thread pool leaves its Deferred unfired for ever."""
         try:
             result: defer.Deferred[Any] = self._engine.hosted(_hosted, (pool, fn, args, kw),
                                                               _ADBAPI)
-        except errors.PoolClosed:
-            _log.debug("%s: a call made after close() was dropped", self.name)
-            return defer.Deferred()
-        except errors.Error as exc:  # a forked child: the reason, not a raise
+        except errors.Error as exc:
             return defer.fail(exc)
         return result
 

@@ -11,6 +11,19 @@ is still running ``cancel_grace`` seconds later (a frozen server, a black-holed
 network), its connection is cut; the worker then gets an error, replaces the
 connection and serves on.
 
+Two cancels come from other threads than its own, and without waiting for a
+tick, because the process may be gone by the next one:
+
+- ``Watchdog.cancel_given_up(future)`` (reached through ``adb.call``): a
+  blocking caller whose wait was interrupted (Ctrl-C, any exception raised in
+  the waiting thread) cancels its running call on the server itself, before the
+  exception goes on (as psycopg 3 does), so nothing it ran commits after the
+  caller saw the interrupt;
+- ``Watchdog.cancel_all``: at interpreter exit (``adb.engine``'s exit handler),
+  every call still running is cancelled.
+
+Each call is cancelled once, whoever gets there first (``take``).
+
 Once the last worker has left its loop the watchdog calls its ``on_exit`` (the
 pool's ``all_exited``, which joins every worker thread), so whoever waits for the
 close learns of it only when no worker thread is left. It knows no Pool: it is
@@ -24,13 +37,15 @@ import threading
 import time
 from typing import Any, Callable, Optional, Protocol, Sequence
 
-from .call import CallState, RunningCall
+from .call import CallState, RunningCall, add_canceller
 from .drivers.cancel import Cancel
 from .jobs import ends_transaction
 
 log = logging.getLogger("adb")
 
 TICK = 0.05
+#: seconds an interrupted caller waits for a cancel its watchdog is sending already
+CANCEL_WAIT = 5.0
 
 
 class Watched(Protocol):
@@ -83,6 +98,8 @@ class Watchdog(threading.Thread):
         self.cancel_grace = cancel_grace
         self.workers_out = workers_out
         self.on_exit = on_exit
+        self._taking = threading.Lock()  # one cancel per call, whichever thread sends it
+        add_canceller(self)
 
     def run(self) -> None:
         while not self.workers_out.wait(TICK):
@@ -98,10 +115,7 @@ class Watchdog(threading.Thread):
             late = running.deadline is not None and now >= running.deadline
             gone = running.future is not None and self.is_abandoned(running.future) \
                 and not (running.job is not None and ends_transaction(running.job))
-            if late or gone:
-                running.cancel_done = threading.Event()  # before the state the worker reads
-                running.state = CallState.CANCEL_SENT
-                running.cancelled_at = now
+            if (late or gone) and self.take(running, now):
                 why = "its statement_timeout passed" if late else "its caller gave up on it"
                 self.side(worker, running, self.cancel, "cancel", why, logging.INFO)
         elif running.state is CallState.CANCEL_SENT \
@@ -109,6 +123,54 @@ class Watchdog(threading.Thread):
             running.state = CallState.CUT
             self.side(worker, running, self.abort, "cut the connection of",
                       f"its cancel had no effect in {self.cancel_grace} s", logging.WARNING)
+
+    def take(self, running: RunningCall, now: float) -> bool:
+        """Mark ``running`` as cancelled (RUNNING -> CANCEL_SENT): True for the one
+        thread that does, which then sends the cancel; False if it no longer runs
+        or another thread (this watchdog's, an interrupted caller's) took it."""
+        with self._taking:
+            if running.state is not CallState.RUNNING:
+                return False
+            running.cancel_done = threading.Event()  # before the state the worker reads
+            running.state = CallState.CANCEL_SENT
+            running.cancelled_at = now
+            return True
+
+    def cancel_now(self, worker: Watched, running: RunningCall, why: str) -> bool:
+        """Cancel ``running`` on the server from the calling thread, and return once
+        the cancel was sent (True), or at once if it was taken already (False)."""
+        if not self.take(running, time.monotonic()):
+            return False
+        self.act(worker, worker.conn, running, self.cancel, "cancel", why, logging.INFO)
+        return True
+
+    def cancel_given_up(self, future: object) -> bool:
+        """The caller blocked on ``future`` was interrupted (``adb.call.cancel_given_up``;
+        it marked the call given up first): if a worker of this pool runs the call,
+        cancel it on the server from the caller's thread now, or, if this watchdog
+        took it first, wait (``CANCEL_WAIT`` at most) until that cancel was sent, so
+        the cancel has gone out when the interrupt goes on (True). False if no
+        worker of this pool runs it."""
+        for worker in self.workers:
+            running = worker.current
+            if running is None or running.future is not future:
+                continue
+            if not self.cancel_now(worker, running, "its caller was interrupted") \
+                    and running.state is not CallState.RUNNING:
+                running.cancel_done.wait(CANCEL_WAIT)
+            return True
+        return False
+
+    def cancel_all(self, why: str, deadline: float) -> None:
+        """Cancel every call this pool's workers run, from the calling thread (the
+        interpreter is exiting: ``adb.engine``); wait, until ``deadline``
+        (``time.monotonic()``), for cancels already on their way from a side thread."""
+        for worker in self.workers:
+            running = worker.current
+            if running is None or self.cancel_now(worker, running, why):
+                continue
+            if running.state is CallState.CANCEL_SENT:
+                running.cancel_done.wait(max(0.0, deadline - time.monotonic()))
 
     def cancel(self, conn: Any) -> None:
         """Ask the server to cancel what ``conn`` runs (from a side thread)."""
@@ -124,25 +186,30 @@ class Watchdog(threading.Thread):
 
     def side(self, worker: Watched, running: RunningCall, action: Callable[[Any], None],
              what: str, why: str, level: int) -> None:
-        """Run ``action`` on the worker's connection from a short-lived thread, if
-        the worker still runs ``running`` by then; log it at ``level``, naming the
-        statement (never its parameters): a cancel that was asked for is no alarm."""
-        conn, name = worker.conn, self.pool_name
+        """``act`` from a short-lived thread, so a slow cancel never stalls the
+        watchdog."""
+        threading.Thread(target=self.act, args=(worker, worker.conn, running, action, what,
+                                                why, level),
+                         name=f"{self.pool_name}-{what.split()[0]}", daemon=True).start()
 
-        def act() -> None:
+    def act(self, worker: Watched, conn: Any, running: RunningCall,
+            action: Callable[[Any], None], what: str, why: str, level: int) -> None:
+        """Run ``action`` on the worker's connection ``conn``, if the worker still
+        runs ``running``; log it at ``level``, naming the statement (never its
+        parameters): a cancel that was asked for is no alarm."""
+        name = self.pool_name
+        try:
+            if conn is None or worker.current is not running:
+                return  # that call ended meanwhile
+            log.log(level, "%s: %s the call running on worker %d (%s): %s", name, what,
+                    worker.index, why, running.statement())
             try:
-                if conn is None or worker.current is not running:
-                    return  # that call ended meanwhile
-                log.log(level, "%s: %s the call running on worker %d (%s): %s", name, what,
-                        worker.index, why, running.statement())
-                try:
-                    action(conn)
-                except Exception as exc:  # reported; the grace period is the fallback
-                    log.warning("%s: could not %s worker %d's call: %s", name, what,
-                                worker.index, exc)
-            finally:
-                running.cancel_done.set()  # the worker waits for it (Session.check_after_cancel)
-        threading.Thread(target=act, name=f"{name}-{what.split()[0]}", daemon=True).start()
+                action(conn)
+            except Exception as exc:  # reported; the grace period is the fallback
+                log.warning("%s: could not %s worker %d's call: %s", name, what,
+                            worker.index, exc)
+        finally:
+            running.cancel_done.set()  # the worker waits for it (Session.check_after_cancel)
 
 
-__all__ = ["Canceller", "Watched", "Watchdog"]
+__all__ = ["CANCEL_WAIT", "Canceller", "Watched", "Watchdog"]

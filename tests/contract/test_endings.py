@@ -17,6 +17,7 @@ before it leaves.
 import asyncio
 import threading
 import time
+from typing import Any, Optional
 
 import pytest
 from twisted.internet import task
@@ -81,13 +82,15 @@ class Closer:
     def __init__(self, db):
         self.db = db
         self.told = threading.Event()
+        self.thread: Optional[threading.Thread] = None
+        self.task: Optional[asyncio.Future[None]] = None
         if blocking(db):
-            self.done = threading.Thread(target=self._close_when_told, daemon=True)
-            self.done.start()
+            self.thread = threading.Thread(target=self._close_when_told, daemon=True)
+            self.thread.start()
         else:
             self.loop = asyncio.get_running_loop()
             self.asked = asyncio.Event()
-            self.done = asyncio.ensure_future(self._aclose_when_told())
+            self.task = asyncio.ensure_future(self._aclose_when_told())
 
     def tell(self):
         """Close now (from any thread: a worker's, running an interaction)."""
@@ -104,11 +107,11 @@ class Closer:
         await ev(self.db.close())
 
     async def finished(self):
-        if blocking(self.db):
-            await asyncio.to_thread(self.done.join, BOUND)
-            assert not self.done.is_alive(), "close() did not return"
-        else:
-            await asyncio.wait_for(self.done, BOUND)
+        if self.thread is not None:
+            await asyncio.to_thread(self.thread.join, BOUND)
+            assert not self.thread.is_alive(), "close() did not return"
+        if self.task is not None:
+            await asyncio.wait_for(self.task, BOUND)
 
 
 def closed_under(tx):
@@ -254,9 +257,12 @@ class LockHeld:
             else:
                 find = ("select id from information_schema.processlist where info like %s "
                         "and id <> connection_id()")
-            found = []
-            wait_until(lambda: found.extend(admin.runQuery(find, (f"%{self.marker}%",)))
-                       or found, "the statement to wait on the lock")
+            found: list[Any] = []
+
+            def blocked():
+                found[:] = admin.runQuery(find, (f"%{self.marker}%",))
+                return bool(found)
+            wait_until(blocked, "the statement to wait on the lock")
             for (session,) in found:
                 if self.kind == "postgresql":
                     admin.runQuery("select pg_terminate_backend(%s)", (session,))
@@ -349,3 +355,31 @@ async def test_run_interaction_during_close_runs_to_its_commit(db):
     await closer.finished()
     assert closing.is_set()
     assert rows_after(db) == [(1,)]
+
+
+async def test_run_interaction_past_an_error_succeeds_only_if_it_committed(db):
+    """runInteraction's function inserts, meets an error, catches it and returns.
+    PostgreSQL has aborted the transaction (its COMMIT would roll back without a
+    word): the call fails with TransactionError and no row is there. MariaDB and
+    SQLite keep the transaction going: the call succeeds, and its row is there."""
+    def interaction(cursor):
+        cursor.execute(ins(db), (1, "before the error"))
+        try:
+            cursor.execute(ins(db), (1, "a duplicate key"))
+        except db.dbapi.IntegrityError:
+            pass
+        return "went on"
+
+    aborts = db.target.kind == "postgresql"
+    if blocking(db):
+        call = asyncio.to_thread(db.runInteraction, interaction)
+    else:
+        call = ev(db.runInteraction(interaction))
+    if aborts:
+        with pytest.raises(TransactionError, match="rolled back, not committed"):
+            await call
+    else:
+        assert await call == "went on"
+    rows = await ev(db.runQuery(f"select userid from {db.table}"))
+    assert rows == ([] if aborts else [(1,)])
+

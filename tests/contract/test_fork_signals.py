@@ -5,14 +5,18 @@ of is collected with its threads."""
 
 import asyncio
 import gc
+import logging
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 import uuid
 import warnings
 from typing import Any
 import weakref
+from pathlib import Path
 
 import pytest
 
@@ -21,7 +25,7 @@ import adb.sync
 import adb.tornado
 import adb.twisted
 
-from ..conftest import URLS, loop_reactor, require_server
+from ..conftest import URLS, loop_reactor, psycopg_url, require_server
 
 
 def _in_child(body, limit=10.0):
@@ -199,10 +203,10 @@ def test_the_embedded_file_outlives_a_forked_child_that_exits():
 
 @pytest.mark.timeout(30)
 @pytest.mark.parametrize("kind", ["postgresql", "mysql"])
-def test_ctrl_c_during_a_blocking_call_cancels_its_statement(kind):
-    """KeyboardInterrupt in the waiting thread gives the call up as an asyncio
-    cancellation does: the watchdog cancels it on the server, so the next call on a
-    pool of one runs at once instead of after the sleep."""
+def test_ctrl_c_during_a_blocking_call_cancels_its_statement(kind, caplog):
+    """KeyboardInterrupt in the waiting thread gives the call up and cancels it on
+    the server from that thread before the interrupt goes on, so the next call on
+    a pool of one runs at once instead of after the sleep."""
     require_server(kind)
     marker = f"adb_ctrl_c_{uuid.uuid4().hex[:10]}"
     sleep = "select pg_sleep(4)" if kind == "postgresql" else "select sleep(4)"
@@ -214,8 +218,12 @@ def test_ctrl_c_during_a_blocking_call_cancels_its_statement(kind):
         db.runQueryValue("select 1")
         timer = threading.Timer(0.3, signal.pthread_kill, (main, signal.SIGINT))
         timer.start()
-        with pytest.raises(KeyboardInterrupt):
-            db.runQuery(f"{sleep} /* {marker} */")
+        with caplog.at_level(logging.INFO, logger="adb"):
+            with pytest.raises(KeyboardInterrupt):
+                db.runQuery(f"{sleep} /* {marker} */")
+        # sent by the interrupted thread itself, before the interrupt went on
+        assert [r.threadName for r in caplog.records
+                if "its caller was interrupted" in r.getMessage()] == ["MainThread"]
         started = time.monotonic()
         assert db.runQueryValue("select 1") == 1
         assert time.monotonic() - started < 1.5
@@ -234,6 +242,208 @@ def _running(kind, marker):
         return admin.runQueryValue(
             "select count(*) from information_schema.processlist where info like %s "
             "and id <> connection_id()", (f"%/* {marker} */%",))
+
+
+# -- a real process: Ctrl-C, SIGTERM and the interpreter's exit without close() ---------
+
+ROOT = Path(__file__).resolve().parents[2]
+#: seconds: the statement sleeps far longer, so a statement left running is caught
+SLEEP = 60
+#: seconds within which the statement must be gone from the server once the process
+#: exited (the cancel went out before it did; the server ends it at once)
+GONE_WITHIN = 10.0
+BOUND = 30.0  # seconds any other wait here may take: never a hang
+
+#: what each front-end's script runs: STATEMENT in a Database that is never closed
+SCRIPTS = {
+    "sync": """
+import adb.sync
+db = adb.sync.Database(URL, pool_size=1)
+db.runOperation(STATEMENT)
+""",
+    "asyncio": """
+import asyncio
+import adb
+async def main():
+    db = adb.Database(URL, pool_size=1)
+    await db.runOperation(STATEMENT)
+asyncio.run(main())
+""",
+    "tornado": """
+from tornado.ioloop import IOLoop
+import adb.tornado
+async def main():
+    db = adb.tornado.Database(URL, pool_size=1)
+    await db.runOperation(STATEMENT)
+IOLoop.current().run_sync(main)
+""",
+    # os._exit as the interrupt goes on: no exit handler runs, so what cancels the
+    # statement is what adb.sync did in the interrupted thread before re-raising
+    "sync, no exit handlers": """
+import os
+import adb.sync
+db = adb.sync.Database(URL, pool_size=1)
+try:
+    db.runOperation(STATEMENT)
+except KeyboardInterrupt:
+    os.write(2, b"KeyboardInterrupt")
+    os._exit(130)
+""",
+    # SIGTERM turned into SystemExit, as servers and careful scripts do
+    "sync, SIGTERM raising SystemExit": """
+import signal, sys
+import adb.sync
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+db = adb.sync.Database(URL, pool_size=1)
+db.runOperation(STATEMENT)
+""",
+    # no signal: the main thread ends while a thread of the script's runs the statement
+    "interpreter exit": """
+import sys, threading
+import adb.sync
+db = adb.sync.Database(URL, pool_size=1)
+threading.Thread(target=db.runOperation, args=(STATEMENT,), daemon=True).start()
+sys.stdin.readline()  # the test says when the server shows the statement running
+""",
+}
+DRIVERS = {"psycopg2": "postgresql", "psycopg": "postgresql", "pymysql": "mysql"}
+
+
+class Script:
+    """A Python process running one of SCRIPTS on one driver: its INSERT ... SELECT
+    sleeps SLEEP seconds on the server, marked with a comment the server's view
+    shows; a table of its own, read by the test."""
+
+    def __init__(self, front, driver):
+        self.kind = DRIVERS[driver]
+        require_server(self.kind)
+        self.url = psycopg_url() if driver == "psycopg" else URLS[self.kind]
+        self.table = f"adb_exit_{uuid.uuid4().hex[:10]}"
+        self.marker = f"/* {self.table} */"
+        sleep = f"pg_sleep({SLEEP})" if self.kind == "postgresql" else f"sleep({SLEEP})"
+        statement = f"insert into {self.table} select 1 from (select {sleep}) s {self.marker}"
+        self.admin = adb.sync.Database(URLS[self.kind], pool_size=1)
+        self.admin.runOperation(f"create table {self.table} (k int)")
+        code = f"URL = {self.url!r}\nSTATEMENT = {statement!r}\n" + SCRIPTS[front]
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", code], stdin=subprocess.PIPE, stderr=subprocess.PIPE,
+            env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT)
+
+    def running(self):
+        """How many server sessions run the script's statement now."""
+        if self.kind == "postgresql":
+            sql = ("select count(*) from pg_stat_activity where query like %s "
+                   "and state = 'active' and pid <> pg_backend_pid()")
+        else:
+            sql = ("select count(*) from information_schema.processlist where info like %s "
+                   "and id <> connection_id()")
+        return self.admin.runQueryValue(sql, (f"%{self.marker}%",))
+
+    def wait_running(self):
+        """Until the server shows the statement running (the script died: fail)."""
+        deadline = time.monotonic() + BOUND
+        while not self.running():
+            if self.process.poll() is not None:
+                pytest.fail(f"the script exited early: {self.exited()}")
+            assert time.monotonic() < deadline, "the statement never showed on the server"
+            time.sleep(0.02)
+
+    def exited(self, say=None):
+        """Wait for the process to exit (``say``: first write that to its stdin); its
+        stderr."""
+        try:
+            _, err = self.process.communicate(say, timeout=BOUND)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the script did not exit within {BOUND} s")
+        return err.decode()
+
+    def gone_within(self, seconds):
+        """True once the server no longer runs the statement, False after ``seconds``."""
+        deadline = time.monotonic() + seconds
+        while self.running():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+    def rows(self):
+        return self.admin.runQueryValue(f"select count(*) from {self.table}")
+
+    def clean_up(self):
+        """Whatever happened: no process, no statement left sleeping, no table."""
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        if self.kind == "postgresql":
+            self.admin.runQuery("select pg_terminate_backend(pid) from pg_stat_activity "
+                                "where query like %s and pid <> pg_backend_pid()",
+                                (f"%{self.marker}%",))
+        else:
+            for (session,) in self.admin.runQuery(
+                    "select id from information_schema.processlist where info like %s "
+                    "and id <> connection_id()", (f"%{self.marker}%",)):
+                self.admin.runOperation(f"kill {int(session)}")
+        self.admin.runOperation(f"drop table if exists {self.table}")
+        self.admin.close()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("driver", list(DRIVERS))
+@pytest.mark.parametrize("front", ["sync", "sync, no exit handlers", "asyncio", "tornado"])
+def test_ctrl_c_in_a_script_leaves_no_statement_to_commit(front, driver):
+    """A script that never closes its Database gets a real SIGINT while its INSERT
+    runs on the server (PostgreSQL and MariaDB run a statement on after its client
+    is gone, and commit it): it dies of KeyboardInterrupt, the statement is gone
+    from the server at once, and its row never appears. adb.sync cancels from the
+    interrupted thread before the KeyboardInterrupt goes on (so even a process
+    that ends with os._exit then, running no exit handler, leaves nothing);
+    asyncio.run and Tornado's IOLoop cancel the call's task, and the exit handler
+    cancels what still runs."""
+    script = Script(front, driver)
+    try:
+        script.wait_running()
+        script.process.send_signal(signal.SIGINT)
+        err = script.exited()
+        assert "KeyboardInterrupt" in err, err
+        assert script.gone_within(GONE_WITHIN), \
+            f"the statement still ran on the server {GONE_WITHIN} s after the script died"
+        assert script.rows() == 0
+    finally:
+        script.clean_up()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("driver", list(DRIVERS))
+def test_sigterm_raising_system_exit_leaves_no_statement_to_commit(driver):
+    """SIGTERM whose handler raises SystemExit (gunicorn's, uvicorn's, a careful
+    script's): the same as Ctrl-C."""
+    script = Script("sync, SIGTERM raising SystemExit", driver)
+    try:
+        script.wait_running()
+        script.process.send_signal(signal.SIGTERM)
+        script.exited()
+        assert script.process.returncode == 143
+        assert script.gone_within(GONE_WITHIN)
+        assert script.rows() == 0
+    finally:
+        script.clean_up()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("driver", list(DRIVERS))
+def test_interpreter_exit_cancels_what_a_database_still_runs(driver):
+    """No signal, no close(): the script's main thread ends while a daemon thread of
+    its own waits for a running INSERT. At exit, adb cancels it on the server: gone
+    at once, no row (without that, the statement would run its course and commit)."""
+    script = Script("interpreter exit", driver)
+    try:
+        script.wait_running()
+        script.exited(say=b"exit\n")
+        assert script.process.returncode == 0
+        assert script.gone_within(GONE_WITHIN)
+        assert script.rows() == 0
+    finally:
+        script.clean_up()
 
 
 def _started_pool_on_a_dropped_reactor():

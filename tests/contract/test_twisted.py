@@ -178,7 +178,7 @@ class DatabaseTests(_DatabaseTestsBase):
         async def block():
             async with self.db.transaction() as tx:
                 await tx.runOperation(self.ins(), (1, "block"))
-                reactor.callLater(0, lambda: closed.append(self.db.close()))
+                task.deferLater(reactor, 0, lambda: closed.append(self.db.close()))
                 while tx.state is not adb.TxState.FAILED:
                     await task.deferLater(reactor, 0.002, lambda: None)
         failure = yield self.assertFailure(defer.ensureDeferred(block()), TransactionError)
