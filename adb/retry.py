@@ -70,8 +70,9 @@ def transaction(engine: Retrier, fn: Callable[..., Any], args: tuple[Any, ...],
         tx: Optional[Transaction] = None
         committing = False
         try:
-            tx, begun = engine.begin_pending(mode.read_only, None, mode.isolation)
+            pending, begun = engine.begin_pending(mode.read_only, None, mode.isolation)
             yield begun
+            tx = pending  # begun: from here on it is this run's to end
             result = yield from _outcome(engine.frontend.waiting, fn(tx, *args, **kwargs))
             if tx.active:  # fn may have ended it itself
                 committing = True
@@ -83,6 +84,8 @@ def transaction(engine: Retrier, fn: Callable[..., Any], args: tuple[Any, ...],
             raise
         except BaseException as exc:
             error = exc
+        # a begin that failed, timed out or was given up on began nothing to end: its
+        # handle's end would wait for a worker that never takes its transaction
         if tx is not None and tx.active:
             try:
                 yield engine.end(tx, False)

@@ -386,8 +386,12 @@ class Session:
                 value = op(cursor, driver, *args)
             finally:
                 cursor.close()
-        except BaseException:
-            self.rollback_or_drop()
+        except BaseException as exc:
+            # a broken connection is left to ``after_error``, which replaces it and
+            # tells the caller it may have run; a ROLLBACK tried on it first would
+            # drop it and hand the driver's bare error back instead
+            if not driver.is_disconnect(exc, conn):
+                self.rollback_or_drop()
             raise
         if driver.failed_transaction(conn):
             self.rollback_or_drop()
@@ -478,8 +482,13 @@ class Session:
             (self._driver.commit if commit else self._driver.rollback)(conn)
         except BaseException as exc:
             tx.ended(False)
-            if commit and self._driver.is_disconnect(exc, conn):
-                raise self.commit_lost(tx, exc) from exc
+            if self._driver.is_disconnect(exc, conn):
+                if commit:
+                    raise self.commit_lost(tx, exc) from exc
+                # a rollback whose connection broke did what it was asked: a
+                # transaction dies with its connection, nothing of it committed
+                self.disconnect(f"{type(exc).__name__} during a rollback")
+                return None
             self.rollback_or_drop()
             raise
         tx.ended(commit)

@@ -79,7 +79,11 @@ class Waiter(SimpleQueue[Outcome]):
         ok, value = self._outcome
         if ok:
             return value
-        raise value
+        del self._outcome
+        try:
+            raise value
+        finally:  # the error's traceback holds this frame: no cycle back to it
+            value = None
 
 
 def _outcome(waiter: Waiter) -> Any:
@@ -92,7 +96,10 @@ def _outcome(waiter: Waiter) -> Any:
         raise
     if ok:
         return value
-    raise value
+    try:
+        raise value
+    finally:  # the error's traceback holds this frame: no cycle back to it
+        value = None
 
 
 class Transaction(_transaction.Transaction):

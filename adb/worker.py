@@ -288,6 +288,11 @@ class Worker:
             if last and kind.sticky and self._queue.empty():
                 self.go_idle()
             self._handback(future, ok, value)
+        # a driver error's traceback holds this frame; an error handed back with that
+        # error as its cause would otherwise hold itself (and whatever its own
+        # traceback holds in the caller's frames: a transaction handle) in a cycle
+        # that only the cyclic collector frees
+        value = None
 
     def failed(self, job: Job, exc: BaseException, running: RunningCall) -> tuple[Any, bool]:
         """What the caller of ``job`` gets after its statement raised ``exc``: the

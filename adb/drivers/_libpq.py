@@ -132,20 +132,35 @@ def peer_gone(fd: int) -> bool:
 
     Something readable on an idle connection is the end of the stream or a
     message: a terminated backend says goodbye with an ErrorResponse ('E') and
-    closes; a notification ('A'), notice ('N') or parameter change ('S') is harmless.
+    closes; an immediate shutdown (``pg_ctl -m immediate``, or a crash of another
+    backend) with a notice ('N') of SQLSTATE class 57P, then closes. Any other
+    notification ('A'), notice or parameter change ('S') is harmless.
     """
     if not readable(fd):
         return False
     sock = socket.socket(fileno=os.dup(fd))
     try:
-        first = sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        waiting = sock.recv(4096, socket.MSG_PEEK | socket.MSG_DONTWAIT)
     except BlockingIOError:
         return False
     except OSError:
         return True
     finally:
         sock.close()
-    return first in (b"", b"E")
+    return waiting[:1] in (b"", b"E") or ends_session(waiting)
+
+
+def ends_session(message: bytes) -> bool:
+    """True when ``message`` (the bytes waiting on a socket) begins with a
+    NoticeResponse whose SQLSTATE is of class 57P (operator intervention: admin or
+    crash shutdown), which a backend sends as its last word before it exits."""
+    if message[:1] != b"N" or len(message) < 5:
+        return False
+    body = message[5:1 + int.from_bytes(message[1:5], "big")]
+    for field in body.split(b"\x00"):  # each field: its type byte, then its text
+        if field[:1] == b"C":
+            return field[1:4] == b"57P"
+    return False
 
 
 def shut_down(fd: int) -> None:
