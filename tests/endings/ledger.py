@@ -37,9 +37,10 @@ from adb import errors
 ACK, NOT_RUN, MAYBE, UNKNOWN, NEVER, DROPPED = "ack", "not_run", "maybe", "unknown", "never", "dropped"
 #: the outcomes a unit ends with (UNKNOWN: none yet)
 SETTLED = (ACK, NOT_RUN, MAYBE, DROPPED)
-#: what a caller gets when it gave up on a call (its own cancel, Ctrl-C, SystemExit)
+#: what a caller gets when it gave up on a call (its own cancel, Ctrl-C, SystemExit,
+#: its coroutine closed by a program shutting down)
 GAVE_UP = (asyncio.CancelledError, concurrent.futures.CancelledError, defer.CancelledError,
-           KeyboardInterrupt, SystemExit)
+           KeyboardInterrupt, SystemExit, GeneratorExit)
 #: adb's errors that say the call never ran
 NEVER_RAN = (errors.PoolClosed, errors.PoolTimeout, errors.QueueFull, errors.TransactionError)
 
