@@ -132,9 +132,12 @@ def _wait_port(port: int, within: float = 60.0) -> None:
 def _setup(server: Private) -> None:
     """The test database, and for MariaDB root over TCP from 127.0.0.1."""
     if server.kind == "postgresql":
-        import psycopg2
-        pg = psycopg2.connect(host="127.0.0.1", port=server.port, user="root",
-                              dbname="postgres")
+        try:
+            import psycopg2 as driver
+        except ImportError:  # where only psycopg 3 loads (the free-threaded build)
+            import psycopg as driver  # type: ignore[no-redef]
+        pg = driver.connect(host="127.0.0.1", port=server.port, user="root",
+                            dbname="postgres")
         pg.autocommit = True
         pg.cursor().execute("create database test")
         pg.close()
