@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 import adb
+from adb.drivers import _gil
 from benchmarks import privateserver
 
 
@@ -173,6 +174,9 @@ async def test_run_transaction_given_up_while_it_waits_for_a_worker_settles(fron
         await ev(db.close())
 
 
+@pytest.mark.skipif(_gil.FREE_THREADED, reason="on a free-threaded build reference counting "
+                    "alone does not free what this test drops (some objects are freed only "
+                    "by the collector there), so its premise does not hold")
 @pytest.mark.parametrize("front, driver", [
     ("twisted", "postgresql"), ("twisted", "mysql")])
 async def test_a_dropped_handle_whose_connection_died_frees_its_worker_without_the_collector(
