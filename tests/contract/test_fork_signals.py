@@ -150,7 +150,11 @@ def _resolver(front, other):
 
     def resolve(deferred):  # it fires in a worker thread: the reactor never runs
         done, box = threading.Event(), []
-        deferred.addBoth(lambda result: (box.append(result), done.set()))
+
+        def fired(result: Any) -> None:
+            box.append(result)
+            done.set()
+        deferred.addBoth(fired)
         assert done.wait(20), "a call of the Twisted Database never fired"
         if isinstance(box[0], Failure):
             box[0].raiseException()
@@ -269,7 +273,7 @@ def test_ctrl_c_during_a_blocking_call_cancels_its_statement(kind, caplog):
     marker = f"adb_ctrl_c_{uuid.uuid4().hex[:10]}"
     sleep = "select pg_sleep(10)" if kind == "postgresql" else "select sleep(10)"
     db = adb.sync.Database(URLS[kind], pool_size=1)
-    main = threading.main_thread().ident
+    main = threading.get_ident()  # the main thread, where Ctrl-C's handler runs
     # Ctrl-C's own handler, whatever an earlier test (a reactor) installed
     handler = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:

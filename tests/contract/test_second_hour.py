@@ -68,7 +68,8 @@ def test_the_pools_first_connect_goes_alone_and_serves_the_first_call(name, tmp_
     each connect) stands in for a connect's work here, so overlaps are seen; every
     connect after the first then waits until the first call has been served, so
     a first call that waited for any other connect would wait in vain."""
-    spans, lock = [], threading.Lock()
+    spans: list[tuple[float, float, int]] = []
+    lock = threading.Lock()
     served = threading.Event()
     waited_in_vain = []
 

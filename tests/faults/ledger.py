@@ -172,7 +172,7 @@ async def cut_repeatedly(proxy, times=5, every=0.15, ready=None):
     """Cut every connection through ``proxy`` ``times`` times, ``every`` seconds
     apart at least (on the loop, beside the load), each once there is a connection
     to cut, the first also once ``ready()`` is true; the number cut each time."""
-    cut = []
+    cut: list[int] = []
     for _ in range(times):
         await asyncio.sleep(every)
         if ready is not None and not cut:

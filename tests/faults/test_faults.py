@@ -13,6 +13,7 @@ import os
 import threading
 import time
 import uuid
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
@@ -80,7 +81,8 @@ def kill_all(db, kind, wait=False):
             ids = [pid for pid, _ in admin.runQuery(
                 "select pid, pg_terminate_backend(pid) from pg_stat_activity "
                 "where application_name = %s", (db.name,))]
-            left = ("select count(*) from pg_stat_activity where pid = any(%s)", (ids,))
+            left: tuple[str, Any] = (
+                "select count(*) from pg_stat_activity where pid = any(%s)", (ids,))
         else:
             ids = []
             for conn in list(db._engine.pool.connections.values()):

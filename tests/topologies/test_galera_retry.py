@@ -193,7 +193,8 @@ class ConflictingCommit(threading.Thread):
             while True:
                 with node2.cursor() as cursor:
                     cursor.execute(held)
-                    if cursor.fetchone()[0]:
+                    row = cursor.fetchone()
+                    if row is not None and row[0]:
                         return
                 assert time.monotonic() < deadline, "node 2 never showed the UPDATE running"
                 time.sleep(0.005)
