@@ -7,6 +7,6 @@ token; the work is ended at a generated moment by a generated ending (``close()`
 ``start()`` after ``close()`` on the drop-in, cancellation, timeouts, a killed
 backend, a restarted private server, a dropped Database, SIGINT, SIGTERM, the
 interpreter's exit, a fork); then the server is asked what happened and it must
-agree with what every client was told (``ledger.py``). docs/endings.md has the
+agree with what every client was told (``ledger.py``). docs/failures.md has the
 table of endings and the long-run command.
 """

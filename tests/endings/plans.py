@@ -1,5 +1,5 @@
 """The generator: hypothesis strategies for (front-end, driver, work, options,
-ending, moment), and which ending applies where (docs/endings.md has the table).
+ending, moment), and which ending applies where (docs/failures.md has the table).
 
 Every front-end x driver pair is a test of its own, so a brief run covers all
 of them; within a pair the ending list is rotated by the pair's position, so the

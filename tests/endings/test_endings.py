@@ -6,7 +6,7 @@ each, derandomized: about a minute in all. A long run is one command:
 
     ADB_ENDINGS_EXAMPLES=40 python -m pytest tests/endings -p no:cacheprovider
 
-(examples per test; random, not derandomized). docs/endings.md has the table of
+(examples per test; random, not derandomized). docs/failures.md has the table of
 endings and the last long run.
 """
 
