@@ -33,6 +33,7 @@ given the workers, the driver and those hooks at construction.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from typing import Any, Callable, Optional, Protocol, Sequence
@@ -99,6 +100,7 @@ class Watchdog(threading.Thread):
         self.workers_out = workers_out
         self.on_exit = on_exit
         self._taking = threading.Lock()  # one cancel per call, whichever thread sends it
+        self._pid = os.getpid()  # a forked child's copy cancels nothing of its parent's
         add_canceller(self)
 
     def run(self) -> None:
@@ -150,7 +152,11 @@ class Watchdog(threading.Thread):
         cancel it on the server from the caller's thread now, or, if this watchdog
         took it first, wait (``CANCEL_WAIT`` at most) until that cancel was sent, so
         the cancel has gone out when the interrupt goes on (True). False if no
-        worker of this pool runs it."""
+        worker of this pool runs it, or in a forked child: its copy of the pool's
+        calls are the parent's, on the parent's sessions (a child interrupted while
+        it waited on one sent the cancel with the parent's key)."""
+        if os.getpid() != self._pid:
+            return False
         for worker in self.workers:
             running = worker.current
             if running is None or running.future is not future:
@@ -164,7 +170,10 @@ class Watchdog(threading.Thread):
     def cancel_all(self, why: str, deadline: float) -> None:
         """Cancel every call this pool's workers run, from the calling thread (the
         interpreter is exiting: ``adb.engine``); wait, until ``deadline``
-        (``time.monotonic()``), for cancels already on their way from a side thread."""
+        (``time.monotonic()``), for cancels already on their way from a side thread.
+        Nothing in a forked child: the calls are its parent's."""
+        if os.getpid() != self._pid:
+            return
         for worker in self.workers:
             running = worker.current
             if running is None or self.cancel_now(worker, running, why):

@@ -579,3 +579,44 @@ def test_a_dropped_database_stops_its_threads_and_removes_its_file():
         time.sleep(0.05)
     assert threading.active_count() <= before
     assert not os.path.exists(path)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("kind", ["postgresql", "psycopg"])
+def test_a_forked_child_interrupted_in_a_call_cancels_nothing_of_its_parent(kind):
+    """A child forked (from a signal handler) while the main thread waited on a call
+    inherits that wait; interrupted there (its handler raises SystemExit), it gives
+    the call up, but the call is the parent's, on the parent's session: no cancel
+    may go out (one did, with the parent's key: the parent's statement failed with
+    QueryCanceled; found by the endings checker). The parent's call returns."""
+    url = psycopg_url() if kind == "psycopg" else URLS["postgresql"]
+    require_server("postgresql")
+    marker = f"adb_fork_wait_{uuid.uuid4().hex[:10]}"
+    db = adb.sync.Database(url, pool_size=1)
+    children = []
+
+    def fork_and_leave(signum, frame):
+        pid = os.fork()
+        if pid == 0:  # the child: leave through the interrupted wait
+            raise SystemExit(0)
+        children.append(pid)
+
+    handler = signal.signal(signal.SIGUSR1, fork_and_leave)
+    main = threading.get_ident()
+    try:
+        db.runQueryValue("select 1")
+        poke = threading.Thread(target=_when_running, daemon=True, args=(
+            "postgresql", marker, lambda: signal.pthread_kill(main, signal.SIGUSR1)))
+        poke.start()
+        try:
+            rows = db.runQuery(f"select 7 from pg_sleep(3) /* {marker} */")
+        except SystemExit:  # the child, leaving as its handler said
+            os._exit(0)
+        poke.join(20)
+        assert rows == [(7,)]  # not QueryCanceled: the child sent no cancel
+        assert children, "the signal never came: the statement was not seen running"
+        _, status = os.waitpid(children[0], 0)
+        assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    finally:
+        signal.signal(signal.SIGUSR1, handler)
+        db.close()
