@@ -107,6 +107,17 @@ def answered(ledger: Ledger, unit: Unit, exc: BaseException) -> None:
         raise exc
 
 
+def transaction_ended(ledger: Ledger, unit: Unit, exc: BaseException, body_done: bool) -> None:
+    """A transaction unit's error: once its body was done, the commit's answer;
+    before, the body's failure. A client that gave up goes on giving up."""
+    if body_done:
+        answered(ledger, unit, exc)
+        return
+    body_failed(ledger, unit, exc)
+    if isinstance(exc, GAVE_UP):
+        raise exc
+
+
 # -- ASYNC: asyncio, Tornado, Twisted's Database ------------------------------------------
 
 
@@ -153,12 +164,7 @@ async def a_block(env: Env, c: int, i: int) -> None:
             await held(env)
             body_done = True
     except BaseException as exc:
-        if body_done:  # the commit, in the block's exit
-            answered(env.ledger, unit, exc)
-        else:
-            body_failed(env.ledger, unit, exc)
-            if isinstance(exc, GAVE_UP):
-                raise
+        transaction_ended(env.ledger, unit, exc, body_done)  # the commit, in the block's exit
     else:
         env.ledger.answer(unit, None)
 
@@ -249,12 +255,7 @@ async def a_savepoint(env: Env, c: int, i: int) -> None:
             await held(env)
             body_done = True
     except BaseException as exc:
-        if body_done:
-            answered(env.ledger, unit, exc)
-        else:
-            body_failed(env.ledger, unit, exc)
-            if isinstance(exc, GAVE_UP):
-                raise
+        transaction_ended(env.ledger, unit, exc, body_done)
     else:
         env.ledger.answer(unit, None)
 
@@ -353,12 +354,7 @@ def s_block(env: Env, c: int, i: int) -> None:
             held_sync(env)
             body_done = True
     except BaseException as exc:
-        if body_done:
-            answered(env.ledger, unit, exc)
-        else:
-            body_failed(env.ledger, unit, exc)
-            if isinstance(exc, GAVE_UP):
-                raise
+        transaction_ended(env.ledger, unit, exc, body_done)
     else:
         env.ledger.answer(unit, None)
 
@@ -437,12 +433,7 @@ def s_savepoint(env: Env, c: int, i: int) -> None:
             held_sync(env)
             body_done = True
     except BaseException as exc:
-        if body_done:
-            answered(env.ledger, unit, exc)
-        else:
-            body_failed(env.ledger, unit, exc)
-            if isinstance(exc, GAVE_UP):
-                raise
+        transaction_ended(env.ledger, unit, exc, body_done)
     else:
         env.ledger.answer(unit, None)
 
