@@ -145,51 +145,30 @@ async def test_a_block_whose_transaction_close_rolled_back_raises_on_exit(db):
     assert rows_after(db) == []
 
 
-async def test_a_block_that_committed_itself_exits_normally_after_a_close(db):
-    """The block's own explicit commit (then a close, still inside) leaves the exit
-    alone: it committed, and says nothing more."""
+@pytest.mark.parametrize("own_end, state, left", [
+    ("commit", adb.TxState.COMMITTED, [(1,)]), ("rollback", adb.TxState.ROLLED_BACK, [])])
+async def test_a_block_that_ended_itself_exits_normally_after_a_close(db, own_end, state, left):
+    """The block's own explicit commit or rollback (then a close, still inside) leaves
+    the exit alone: the transaction ended as its owner said, and nothing more is said."""
     closer = Closer(db)
     if blocking(db):
         with db.transaction() as tx:
-            tx.runOperation(ins(db), (1, "committed"))
-            tx.commit()
+            tx.runOperation(ins(db), (1, own_end))
+            getattr(tx, own_end)()
             closer.tell()
             wait_until(lambda: db.closed, "the close to begin")
     else:
         async def block():
             async with db.transaction() as tx:
-                await tx.runOperation(ins(db), (1, "committed"))
-                await tx.commit()
+                await tx.runOperation(ins(db), (1, own_end))
+                await getattr(tx, own_end)()
                 closer.tell()
                 await until(db, lambda: db.closed, "the close to begin")
             return tx
         tx = await drive(db, block())
     await closer.finished()
-    assert tx.state is adb.TxState.COMMITTED
-    assert rows_after(db) == [(1,)]
-
-
-async def test_a_block_that_rolled_back_itself_exits_normally_after_a_close(db):
-    """Likewise for the block's own rollback: nothing to raise, nothing committed."""
-    closer = Closer(db)
-    if blocking(db):
-        with db.transaction() as tx:
-            tx.runOperation(ins(db), (1, "rolled back"))
-            tx.rollback()
-            closer.tell()
-            wait_until(lambda: db.closed, "the close to begin")
-    else:
-        async def block():
-            async with db.transaction() as tx:
-                await tx.runOperation(ins(db), (1, "rolled back"))
-                await tx.rollback()
-                closer.tell()
-                await until(db, lambda: db.closed, "the close to begin")
-            return tx
-        tx = await drive(db, block())
-    await closer.finished()
-    assert tx.state is adb.TxState.ROLLED_BACK
-    assert rows_after(db) == []
+    assert tx.state is state
+    assert rows_after(db) == left
 
 
 async def test_run_transaction_whose_transaction_close_rolled_back_fails(db):
