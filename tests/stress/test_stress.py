@@ -75,17 +75,22 @@ def in_threads(count, work):
         raise errors[0]
 
 
+def insert_one(db, sql, ledger, token, n):
+    """Insert ``token``; record and return what the call answered (its value or error)."""
+    try:
+        outcome = db.runOperation(sql, (token, n))
+    except Exception as exc:
+        outcome = exc
+    ledger.record(token, outcome)
+    return outcome
+
+
 def insert_from_threads(db, table, ledger, prefix):
     sql = table.insert_sql()
 
     def calls(i):
         for n in range(CALLS):
-            token = f"{prefix}{i}-{n}"
-            try:
-                outcome = db.runOperation(sql, (token, n))
-            except Exception as exc:
-                outcome = exc
-            ledger.record(token, outcome)
+            insert_one(db, sql, ledger, f"{prefix}{i}-{n}", n)
     in_threads(THREADS, calls)
 
 
@@ -157,13 +162,7 @@ def test_close_under_load(table):
             for n in range(CALLS):
                 if i == 0 and n == CALLS // 4:
                     started.set()
-                token = f"r{r}-{i}-{n}"
-                outcome: object
-                try:
-                    outcome = db.runOperation(table.insert_sql(), (token, n))
-                except Exception as exc:
-                    outcome = exc
-                ledger.record(token, outcome)
+                insert_one(db, table.insert_sql(), ledger, f"r{r}-{i}-{n}", n)
         in_threads(THREADS, calls)
         closer.join(60)
         assert db.closed and db.stats()["alive"] == 0
@@ -191,12 +190,7 @@ def insert_until_seen(db, table, ledger, prefix, seen):
         while n < CALLS or not seen.is_set():
             if time.monotonic() > deadline:
                 return
-            token = f"{prefix}{i}-{n}"
-            try:
-                outcome = db.runOperation(sql, (token, n))
-            except Exception as exc:
-                outcome = exc
-            ledger.record(token, outcome)
+            outcome = insert_one(db, sql, ledger, f"{prefix}{i}-{n}", n)
             n += 1
             made[i] = n
             if isinstance(outcome, ConnectionLost) or db.stats()["reconnects"] > reconnects:
