@@ -25,6 +25,7 @@ import adb.url
 import adb.tornado
 import adb.twisted
 import benchmarks.mongo
+from benchmarks import privateserver
 from twisted.internet.asyncioreactor import AsyncioSelectorReactor
 from twisted.internet.defer import Deferred
 
@@ -140,6 +141,18 @@ def make_target(name: str, tmp_path: Any) -> Target:
 @pytest.fixture(params=list(TARGETS))
 def target(request, tmp_path):
     return make_target(request.param, tmp_path)
+
+
+@pytest.fixture(scope="module")
+def private_postgresql():
+    """A PostgreSQL server of a test module's own (``benchmarks.privateserver``), so
+    its restarts never end anyone else's sessions on the shared server."""
+    why = privateserver.unavailable("postgresql")
+    if why:
+        pytest.skip(f"the restart tests need a private PostgreSQL: {why}")
+    server = privateserver.create("postgresql")
+    yield server
+    privateserver.remove(server)
 
 
 @pytest.fixture

@@ -11,30 +11,20 @@ from adb.drivers import _gil
 from benchmarks import privateserver
 
 
-@pytest.fixture(scope="module")
-def private_pg():
-    why = privateserver.unavailable("postgresql")
-    if why:
-        pytest.skip(f"needs a private PostgreSQL: {why}")
-    server = privateserver.create("postgresql")
-    yield server
-    privateserver.remove(server)
-
-
 @pytest.mark.parametrize("scheme", ["postgresql", "postgresql+psycopg"])
-async def test_an_idle_connection_ended_by_an_immediate_shutdown_is_replaced(private_pg, scheme):
+async def test_an_idle_connection_ended_by_an_immediate_shutdown_is_replaced(private_postgresql, scheme):
     """``pg_ctl restart -m immediate`` (and a crash of another backend) makes every
     backend send a NoticeResponse of SQLSTATE 57P01 (57P02) as a WARNING, not an
     ErrorResponse, before it exits. The idle check read that first 'N' as a
     harmless notice and kept the dead connection, so the next call failed with
     ConnectionLost(may_have_run=True) although it never reached the server
     (docs/failures.md rule 3: a connection that died while idle costs nothing)."""
-    url = private_pg.url.replace("postgresql", scheme, 1)
+    url = private_postgresql.url.replace("postgresql", scheme, 1)
     db = adb.Database(url, pool_size=2)
     await asyncio.gather(*(db.runQuery("select pg_sleep(0.05)") for _ in range(4)))
     assert db.stats()["connected"] == 2
     await asyncio.get_running_loop().run_in_executor(
-        None, privateserver.restart, private_pg, "immediate")
+        None, privateserver.restart, private_postgresql, "immediate")
     results = await asyncio.gather(*(db.runQuery("select 1") for _ in range(20)))
     assert results == [[(1,)]] * 20  # each dead connection replaced before use
     assert db.stats()["connects"] >= 4

@@ -190,18 +190,6 @@ async def test_kill_inside_transaction(kind, tokens):
     await db.close()
 
 
-@pytest.fixture(scope="module")
-def private_postgresql():
-    """A PostgreSQL server of these tests' own (``benchmarks.privateserver``), so the
-    restarts below never end anyone else's sessions on the shared server."""
-    why = privateserver.unavailable("postgresql")
-    if why:
-        pytest.skip(f"the restart tests need a private PostgreSQL: {why}")
-    server = privateserver.create("postgresql")
-    yield server
-    privateserver.remove(server)
-
-
 async def test_postgresql_restart_while_idle(private_postgresql):
     db = adb.Database(with_query(private_postgresql.url, application_name="adb-f5i"),
                       pool_size=4, name="adb-f5i")
