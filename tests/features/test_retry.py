@@ -42,16 +42,25 @@ def bump(db, tx, table, column, key):
                                          "where k = %s"), (key,))
 
 
-def lock_wait_seen(url, table):
-    """Wait until MariaDB shows a statement on ``table`` waiting for a lock."""
+async def lock_wait_seen(url, session, waiting):
+    """Wait until MariaDB shows the session ``session`` (a connection id) waiting for a
+    lock; fail at once, with what ended it, if the call meant to wait (``waiting``)
+    ended first, and after 60 s with what the server showed."""
     side = adb.sync.Database(url, pool_size=1)
+    query = ("select trx_mysql_thread_id, trx_state, trx_query "
+             "from information_schema.innodb_trx")
     try:
-        deadline = time.monotonic() + 20
-        while not side.runQuery("select 1 from information_schema.innodb_trx where "
-                                "trx_query like %s and trx_state = 'LOCK WAIT'",
-                                (f"%{table}%",)):
-            assert time.monotonic() < deadline, "the transaction never waited for the lock"
-            time.sleep(0.01)
+        deadline = time.monotonic() + 60
+        while True:
+            shown = [tuple(row) for row in await asyncio.to_thread(side.runQuery, query)]
+            if (session, "LOCK WAIT") in [row[:2] for row in shown]:
+                return
+            if waiting.done():
+                await waiting  # its error, if it had one
+                raise AssertionError("the call meant to wait for the lock ended first")
+            assert time.monotonic() < deadline, (
+                f"session {session} never waited for the lock; the server shows {shown}")
+            await asyncio.sleep(0.01)
     finally:
         side.close()
 
@@ -190,6 +199,9 @@ async def test_a_deadlock_victim_on_mariadb_cannot_commit_what_is_left(db):
     commit, so no part of the transaction is committed."""
     table = await counters(db)
     one, two = await ev(db.beginTransaction()), await ev(db.beginTransaction())
+    [(session,)] = await ev(one.runQuery("select connection_id()"))
+    [(other,)] = await ev(two.runQuery("select connection_id()"))
+    assert session != other, "two open transactions were given one connection"
     await ev(bump(db, one, table, "a", 1))
     await ev(bump(db, two, table, "b", 2))
     if front_of(db) == "sync":  # waits for two's lock: in a thread of its own
@@ -198,7 +210,7 @@ async def test_a_deadlock_victim_on_mariadb_cannot_commit_what_is_left(db):
         waiting = asyncio.ensure_future(ev(bump(db, one, table, "a", 2)))
     # one waits for two's lock on the server before two asks for one's: two is
     # then the transaction that closes the cycle, the victim
-    await asyncio.to_thread(lock_wait_seen, db.target.url, table)
+    await lock_wait_seen(db.target.url, session, waiting)
     with pytest.raises(db.dbapi.OperationalError) as raised:
         await ev(bump(db, two, table, "b", 1))  # the deadlock: two is the victim
     assert raised.value.args[0] == 1213
