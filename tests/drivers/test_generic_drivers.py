@@ -21,6 +21,7 @@ import pytest
 
 import adb
 import adb.sync
+from adb.drivers.base import readable
 from adb.errors import ConnectionLost, InterfaceError, TransactionError
 from benchmarks import privateserver
 
@@ -99,6 +100,40 @@ def kill_all(db, module, url=None, ids=None):
                     pass
 
 
+def until_ended(db, limit=20):
+    """Return once every open connection of ``db`` has the server's goodbye on its
+    socket (EOF, a hang-up, or an error packet to read), as the generic driver sees
+    it: a kill or a restart ends a connection when the server next runs that
+    session, not when it is asked to, and a call sent before would meet a live one."""
+    driver = db._engine.driver
+    deadline = time.monotonic() + limit
+    while True:
+        fds = [driver.fd_of(conn) for conn in list(db._engine.pool.connections.values())]
+        assert None not in fds, f"the generic driver found no socket on {driver}"
+        if all(fd == -1 or readable(fd) for fd in fds):
+            return
+        assert time.monotonic() < deadline, "the server never ended the connections"
+        time.sleep(0.01)
+
+
+def statement_seen(module, db_name, text, limit=20):
+    """Return once the server shows a statement containing ``text`` running (the
+    caller's own session excluded); on PostgreSQL only ``db_name``'s sessions."""
+    if DRIVERS[module] == "postgresql":
+        sql = ("select 1 from pg_stat_activity where application_name = %s "
+               "and state = 'active' and query like %s")
+        params = (db_name, f"%{text}%")
+    else:
+        sql = ("select 1 from information_schema.processlist where id <> connection_id() "
+               "and info like %s")
+        params = (f"%{text}%",)
+    deadline = time.monotonic() + limit
+    with adb.sync.Database(URLS[DRIVERS[module]], pool_size=1) as admin:
+        while not admin.runQuery(sql, params):
+            assert time.monotonic() < deadline, f"the server never showed {text!r} running"
+            time.sleep(0.01)
+
+
 @pytest.fixture(params=list(DRIVERS))
 def module(request):
     require_server(DRIVERS[request.param])
@@ -143,7 +178,7 @@ async def test_connections_killed_while_idle_cost_nothing(module):
         await asyncio.gather(*(db.runQuery("select 1") for _ in range(8)))
         before = db.stats()["connects"]
         kill_all(db, module)
-        await asyncio.sleep(0.3)
+        until_ended(db)
         for _ in range(30):  # one after another: each goes to the most recently idle worker
             assert rows(await db.runQuery("select 1")) == [(1,)]
         got = await asyncio.gather(*(db.runQuery("select 1") for _ in range(20)))
@@ -155,12 +190,12 @@ async def test_connections_killed_while_idle_cost_nothing(module):
 
 async def test_connection_killed_under_a_call_is_lost_then_replaced(module):
     db = generic(module, name=f"adb-gen-mid-{module}", pool_size=1)
-    sleep = "select pg_sleep(5)" if DRIVERS[module] == "postgresql" else "select sleep(5)"
+    sleep = "select pg_sleep(5)" if DRIVERS[module] == "postgresql" else "select sleep(5.01)"
     try:
         await db.runQuery("select 1")
         ids = server_ids(db, module) if DRIVERS[module] == "mysql" else None
         call = asyncio.ensure_future(db.runQuery(sleep))
-        await asyncio.sleep(0.5)
+        await asyncio.to_thread(statement_seen, module, db.name, sleep)
         started = time.monotonic()
         await asyncio.get_running_loop().run_in_executor(None, kill_all, db, module, None, ids)
         with pytest.raises(ConnectionLost) as info:
@@ -181,7 +216,7 @@ async def test_connection_killed_inside_a_transaction_commits_nothing(module, ta
         tx = await db.beginTransaction()
         await tx.runOperation(f"insert into {table_name} values (1)")
         kill_all(db, module)
-        await asyncio.sleep(0.2)
+        until_ended(db)
         with pytest.raises(ConnectionLost) as info:
             await tx.runOperation(f"insert into {table_name} values (2)")
         assert info.value.may_have_run
@@ -225,7 +260,7 @@ async def test_server_restarted_while_idle_costs_nothing(module, private_servers
         await asyncio.gather(*(db.runQuery("select 1") for _ in range(6)))
         before = db.stats()["connects"]
         await asyncio.get_running_loop().run_in_executor(None, privateserver.restart, server)
-        await asyncio.sleep(0.3)
+        until_ended(db)
         for _ in range(20):
             assert rows(await db.runQuery("select 1")) == [(1,)]
         assert db.stats()["connects"] > before  # the restart ended the first connections
