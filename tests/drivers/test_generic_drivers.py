@@ -116,6 +116,14 @@ def until_ended(db, limit=20):
         time.sleep(0.01)
 
 
+def until_connected(db, count, limit=20):
+    """Return once ``db`` holds ``count`` open connections."""
+    deadline = time.monotonic() + limit
+    while db.stats()["connected"] < count:
+        assert time.monotonic() < deadline, f"the pool never opened {count} connections"
+        time.sleep(0.01)
+
+
 def statement_seen(module, db_name, text, limit=20):
     """Return once the server shows a statement containing ``text`` running (the
     caller's own session excluded); on PostgreSQL only ``db_name``'s sessions."""
@@ -176,6 +184,7 @@ async def test_connections_killed_while_idle_cost_nothing(module):
     db = generic(module, name=f"adb-gen-idle-{module}", pool_size=4)
     try:
         await asyncio.gather(*(db.runQuery("select 1") for _ in range(8)))
+        await asyncio.to_thread(until_connected, db, 4)  # every start-up connect done
         before = db.stats()["connects"]
         kill_all(db, module)
         until_ended(db)
@@ -258,6 +267,9 @@ async def test_server_restarted_while_idle_costs_nothing(module, private_servers
     db = generic(module, url=server.url, name=f"adb-gen-restart-{module}", pool_size=3)
     try:
         await asyncio.gather(*(db.runQuery("select 1") for _ in range(6)))
+        # idle means every worker's start-up connect is done: one still connecting
+        # when the server went down would meet the restart, not an idle pool
+        await asyncio.to_thread(until_connected, db, 3)
         before = db.stats()["connects"]
         await asyncio.get_running_loop().run_in_executor(None, privateserver.restart, server)
         until_ended(db)
