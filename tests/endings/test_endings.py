@@ -39,7 +39,8 @@ def examples_settings(per_example_s: float) -> settings:
 
 
 def timeout_for(per_example_s: float) -> int:
-    return int(60 + per_example_s * max(1, EXAMPLES))
+    """The test's bound: a minute, and ``per_example_s`` for each of its examples."""
+    return int(60 + per_example_s * (EXAMPLES or 2))
 
 
 class Private:
@@ -90,7 +91,7 @@ def test_work_ended_in_process(front, driver, tmp_path_factory, private_pg):
     check()
 
 
-@pytest.mark.timeout(timeout_for(60))
+@pytest.mark.timeout(timeout_for(90))
 @pytest.mark.parametrize("front", FRONTS)
 def test_a_program_ended(front, tmp_path_factory):
     """A real program on ``front`` ended by SIGINT, SIGTERM, its own exit or a
@@ -99,7 +100,7 @@ def test_a_program_ended(front, tmp_path_factory):
     if ONLY and not ONLY & set(IN_SUBPROCESS):
         pytest.skip(f"no program ending among {sorted(ONLY)}")
 
-    @examples_settings(60)
+    @examples_settings(90)
     @given(plan=process_plans(front).filter(lambda p: not ONLY or p.ending in ONLY))
     def check(plan):
         tmp = str(tmp_path_factory.mktemp("endings"))
