@@ -97,11 +97,11 @@ async def transfer(request):
         raise HTTPException(400, "amount > 0, between two accounts")
     transfer_id = uuid.uuid4().hex
     async with db.transaction() as tx:  # commits, or rolls back on an error
-        rows = await tx.runQuery(  # locked in name order: no deadlock between transfers
-            "select name, balance from accounts where name in (%s, %s)"
-            " order by name for update", (source, target))
-        balances = {row["name"]: row["balance"] for row in rows}
-        if len(balances) < 2:
+        balances = {}
+        for name in sorted((source, target)):  # locked in name order: no deadlocks
+            balances[name] = await tx.runQueryValue(
+                "select balance from accounts where name = %s for update", (name,))
+        if None in balances.values():
             raise HTTPException(404, "no such account")
         if balances[source] < amount:
             raise HTTPException(409, "the source has too little")

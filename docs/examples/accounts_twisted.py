@@ -26,6 +26,7 @@ import uuid
 from urllib.parse import unquote, urlsplit
 
 from twisted.internet import defer, reactor
+from twisted.protocols import policies
 from twisted.python import log
 from twisted.web import resource, server
 
@@ -104,10 +105,12 @@ async def list_accounts(pool, request):
 
 def move(txn, transfer_id, source, target, amount):
     """The transfer, in a pool thread: committed if it returns, rolled back if it raises."""
-    txn.execute("select name, balance from accounts where name in (%s, %s)"
-                " order by name for update", (source, target))  # locked in name order
-    balances = dict(txn.fetchall())
-    if len(balances) < 2:
+    balances = {}
+    for name in sorted((source, target)):  # locked in name order: no deadlocks
+        txn.execute("select balance from accounts where name = %s for update", (name,))
+        row = txn.fetchone()
+        balances[name] = row and row[0]
+    if None in balances.values():
         raise Refused(404, "no such account")
     if balances[source] < amount:
         raise Refused(409, "the source has too little")
@@ -134,26 +137,50 @@ ROUTES = {(b"POST", b"/accounts"): create_account, (b"GET", b"/accounts"): list_
           (b"POST", b"/transfers"): transfer}
 
 
+class Counter:
+    """How many things are open; ``empty()`` is a Deferred that fires once none is."""
+
+    def __init__(self):
+        self.count = 0
+        self.waiters = []
+
+    def up(self):
+        self.count += 1
+
+    def down(self, passed=None):
+        self.count -= 1
+        if self.count == 0:
+            waiters, self.waiters = self.waiters, []
+            for waiter in waiters:
+                waiter.callback(None)
+        return passed
+
+    def empty(self):
+        if self.count == 0:
+            return defer.succeed(None)
+        self.waiters.append(defer.Deferred())
+        return self.waiters[-1]
+
+
 class Api(resource.Resource):
-    """Every request: its route's answer as JSON; counts the requests in flight."""
+    """Every request: its route's answer as JSON; ``requests`` counts those in flight."""
 
     isLeaf = True
 
     def __init__(self, pool):
         super().__init__()
         self.pool = pool
-        self.in_flight = 0
-        self.idle = []  # Deferreds fired when no request is in flight
+        self.requests = Counter()
 
     def render(self, request):
         route = ROUTES.get((request.method, request.path), not_found)
-        self.in_flight += 1
+        self.requests.up()
         closed = []  # the client's connection closed before the answer
         request.notifyFinish().addErrback(closed.append)
         done = defer.ensureDeferred(route(self.pool, request))
         done.addErrback(self.failed)
         done.addCallback(lambda answer: closed or self.respond(request, *answer))
-        done.addBoth(self.finished)
+        done.addBoth(self.requests.down)
         return server.NOT_DONE_YET
 
     @staticmethod
@@ -170,41 +197,53 @@ class Api(resource.Resource):
         request.write(json.dumps(body).encode())
         request.finish()
 
-    def finished(self, _):
-        self.in_flight -= 1
-        if self.in_flight == 0:
-            waiting, self.idle = self.idle, []
-            for waiter in waiting:
-                waiter.callback(None)
 
-    def wait_idle(self):
-        """A Deferred that fires once no request is in flight."""
-        if self.in_flight == 0:
-            return defer.succeed(None)
-        waiter = defer.Deferred()
-        self.idle.append(waiter)
-        return waiter
+class Connections(policies.WrappingFactory):
+    """The site's connections, counted: a stop closes them once their answers are out
+    (the reactor's own shutdown would cut them, answers unsent)."""
+
+    def __init__(self, site):
+        super().__init__(site)
+        self.open = Counter()
+
+    def registerProtocol(self, protocol):
+        super().registerProtocol(protocol)
+        self.open.up()
+
+    def unregisterProtocol(self, protocol):
+        super().unregisterProtocol(protocol)
+        self.open.down()
+
+    def close(self):
+        """Close each connection after what it has still to send; fires once all are."""
+        for protocol in list(self.protocols):
+            protocol.loseConnection()
+        return self.open.empty()
 
 
 async def start(pool):
     for statement in SCHEMA:
         await pool.runOperation(statement)
     api = Api(pool)
-    port = reactor.listenTCP(PORT, server.Site(api), interface="127.0.0.1")
+    connections = Connections(server.Site(api))
+    port = reactor.listenTCP(PORT, connections, interface="127.0.0.1")
     reactor.addSystemEventTrigger("before", "shutdown",
-                                  lambda: defer.ensureDeferred(drain(port, api)))
+                                  lambda: defer.ensureDeferred(drain(port, api, connections)))
     print(f"serving on http://127.0.0.1:{PORT}/", flush=True)
 
 
-async def drain(port, api):
+async def drain(port, api, connections):
     """Before the reactor stops (and the pool closes): stop listening, let the
-    requests in flight finish, GRACE seconds at most."""
+    requests in flight finish (GRACE seconds at most), then close the connections."""
     await port.stopListening()
-    idle = api.wait_idle().addTimeout(GRACE, reactor)
     try:
-        await idle
+        await api.requests.empty().addTimeout(GRACE, reactor)
     except defer.TimeoutError:
-        print(f"{api.in_flight} requests still in flight", flush=True)
+        print(f"{api.requests.count} requests still in flight", flush=True)
+    try:
+        await connections.close().addTimeout(GRACE, reactor)
+    except defer.TimeoutError:
+        print(f"{connections.open.count} connections not closed", flush=True)
 
 
 def main():
