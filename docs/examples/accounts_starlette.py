@@ -34,10 +34,9 @@ URL = os.environ.get("DATABASE_URL", "postgresql://root@127.0.0.1/test")
 PORT = int(os.environ.get("PORT", "8888"))
 GRACE = 10  # seconds the requests in flight get at a stop
 SCHEMA = [
-    "create table if not exists accounts ("
-    " name varchar(40) primary key, balance int not null)",
-    "create table if not exists transfers (id char(32) primary key,"
-    " source varchar(40) not null, target varchar(40) not null, amount int not null)",
+    "create table if not exists accounts (name varchar(40) primary key, balance int not null)",
+    ("create table if not exists transfers (id char(32) primary key, source varchar(40) not null,"
+     " target varchar(40) not null, amount int not null)"),
 ]
 
 

@@ -36,10 +36,9 @@ URL = os.environ.get("DATABASE_URL", "postgresql://root@127.0.0.1/test")
 PORT = int(os.environ.get("PORT", "8888"))
 GRACE = 10  # seconds the requests in flight get at a stop
 SCHEMA = [
-    "create table if not exists accounts ("
-    " name varchar(40) primary key, balance int not null)",
-    "create table if not exists transfers (id char(32) primary key,"
-    " source varchar(40) not null, target varchar(40) not null, amount int not null)",
+    "create table if not exists accounts (name varchar(40) primary key, balance int not null)",
+    ("create table if not exists transfers (id char(32) primary key, source varchar(40) not null,"
+     " target varchar(40) not null, amount int not null)"),
 ]
 
 
@@ -47,7 +46,10 @@ def pool_from_url(url):
     """adbapi's ConnectionPool(module, **connect keywords) for a postgresql:// or
     mysql:// URL; each statement bounded by the server (GRACE seconds)."""
     parts = urlsplit(url)
-    kw = {"host": parts.hostname, "user": parts.username, "database": parts.path[1:]}
+    if parts.scheme not in ("postgresql", "mysql"):
+        raise SystemExit(f"DATABASE_URL must be postgresql:// or mysql://, not {parts.scheme}://")
+    kw = {"host": parts.hostname, "user": unquote(parts.username or ""),
+          "database": parts.path[1:]}
     kw.update({"port": parts.port} if parts.port else {})
     kw.update({"password": unquote(parts.password)} if parts.password else {})
     if parts.scheme == "mysql":

@@ -210,10 +210,13 @@ def free_port() -> int:
 
 
 def refusing(port: int) -> bool:
+    """True once nothing listens on ``port``: the application has stopped accepting."""
     try:
         socket.create_connection(("127.0.0.1", port), timeout=1).close()
     except ConnectionRefusedError:
         return True
+    except OSError:  # a full backlog's timeout: still listening
+        pass
     return False
 
 
@@ -233,19 +236,18 @@ def database(request: pytest.FixtureRequest) -> Iterator[tuple[str, str]]:
                                + (" with (force)" if kind == "postgresql" else ""))
 
 
-def waiting_on(admin: adb.sync.Database, kind: str, holder: int) -> int:
+def waiting_on(admin: adb.sync.Database, kind: str, holder: Any) -> int:
     """How many statements naming 'held-a' (the held transfer's) wait for the session
     ``holder``, which holds that row's lock. On MariaDB a statement that meets the lock
     while the optimizer reads the row by its key waits in the "Statistics" state,
     before InnoDB lists it as waiting: any such statement running is waiting for it."""
     if kind == "postgresql":
-        return admin.runQueryValue("select count(*) from pg_stat_activity"
-                                   " where %s = any(pg_blocking_pids(pid))"
-                                   " and query like '%%held-a%%'", (holder,))
-    return admin.runQueryValue(
-        "select count(*) from information_schema.processlist where command = 'Query'"
-        " and info like '%%held-a%%for update' and id not in (%s, connection_id())",
-        (holder,))
+        sql = ("select count(*) from pg_stat_activity where %s = any(pg_blocking_pids(pid))"
+               " and query like '%%held-a%%'")
+    else:
+        sql = ("select count(*) from information_schema.processlist where command = 'Query'"
+               " and info like '%%held-a%%for update' and id not in (%s, connection_id())")
+    return admin.runQueryValue(sql, (holder,)) or 0
 
 
 @pytest.mark.timeout(120)
@@ -258,22 +260,20 @@ def test_the_application_serves_and_stops_cleanly(app: str, database: tuple[str,
         admin.runOperation("drop table if exists accounts")
         admin.runOperation("drop table if exists transfers")
     port = free_port()
-    log = open(tmp_path / "server.log", "wb")
-    proc = subprocess.Popen([sys.executable, str(EXAMPLES / script)],
-                            env=dict(os.environ, DATABASE_URL=url, PORT=str(port),
-                                     PYTHONPATH=str(ROOT)),
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        run(app, kind, url, port, proc, clean_status)
-    except BaseException:
-        log.flush()
-        print((tmp_path / "server.log").read_text(errors="replace")[-3000:])
-        raise
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        log.close()
+    with open(tmp_path / "server.log", "wb") as log:
+        proc = subprocess.Popen([sys.executable, str(EXAMPLES / script)],
+                                env=dict(os.environ, DATABASE_URL=url, PORT=str(port),
+                                         PYTHONPATH=str(ROOT)),
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            run(app, kind, url, port, proc, clean_status)
+        except BaseException:
+            print((tmp_path / "server.log").read_text(errors="replace")[-3000:])
+            raise
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
 
 
 def run(app: str, kind: str, url: str, port: int, proc: subprocess.Popen[bytes],
