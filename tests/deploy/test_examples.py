@@ -359,3 +359,11 @@ def check_tables(admin: adb.sync.Database, load: Load, held_id: str) -> None:
         expected[target] += amount
     assert balances == expected
     assert min(balances.values()) >= 0
+
+
+def test_the_docs_page_shows_each_application_whole() -> None:
+    """docs/examples.md embeds each file as it is (the site's snippets), and links it."""
+    page = (ROOT / "docs" / "examples.md").read_text()
+    for script, _ in APPS.values():
+        assert f'--8<-- "examples/{script}"' in page, script
+        assert f"](examples/{script})" in page, script
