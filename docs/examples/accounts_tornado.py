@@ -39,14 +39,14 @@ class Handler(tornado.web.RequestHandler):
     """JSON in and out; in flight from ``initialize`` to ``on_finish``."""
 
     @property
-    def db(self) -> Database:
-        return self.application.settings["db"]
+    def db(self):
+        return self.application.db
 
     def initialize(self):
-        self.application.settings["in_flight"].enter()
+        self.application.in_flight.enter()
 
     def on_finish(self):
-        self.application.settings["in_flight"].leave()
+        self.application.in_flight.leave()
 
     def body(self, **fields):
         """The JSON body's ``fields``, each of its type: 400 naming the first wrong one."""
@@ -136,6 +136,15 @@ class InFlight:
             self.idle.set()
 
 
+class Application(tornado.web.Application):
+    """The handlers, one Database for them all, and the count of requests in flight."""
+
+    def __init__(self, db):
+        super().__init__([("/accounts", Accounts), ("/transfers", Transfers)])
+        self.db = db
+        self.in_flight = InFlight()
+
+
 async def main():
     stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -143,17 +152,15 @@ async def main():
     db = Database(URL, pool_size=8, row_factory="attrdict", statement_timeout=GRACE)
     for statement in SCHEMA:
         await db.runOperation(statement)
-    in_flight = InFlight()
-    app = tornado.web.Application([("/accounts", Accounts), ("/transfers", Transfers)],
-                                  db=db, in_flight=in_flight)
+    app = Application(db)
     server = app.listen(PORT, "127.0.0.1")
     print(f"serving on http://127.0.0.1:{PORT}/", flush=True)
     await stop.wait()
     server.stop()  # 1. accept no more connections
     try:  # 2. let the requests in flight finish, for GRACE seconds at most
-        await asyncio.wait_for(in_flight.idle.wait(), GRACE)
+        await asyncio.wait_for(app.in_flight.idle.wait(), GRACE)
     except asyncio.TimeoutError:
-        print(f"{in_flight.count} requests still in flight", flush=True)
+        print(f"{app.in_flight.count} requests still in flight", flush=True)
     await server.close_all_connections()  # the idle keep-alive ones
     await db.close()  # 3. the calls it accepted finish; then the connections close
 

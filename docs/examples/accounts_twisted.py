@@ -111,7 +111,7 @@ def move(txn, transfer_id, source, target, amount):
     for name in sorted((source, target)):  # locked in name order: no deadlocks
         txn.execute("select balance from accounts where name = %s for update", (name,))
         row = txn.fetchone()
-        balances[name] = row and row[0]
+        balances[name] = row[0] if row else None
     if None in balances.values():
         raise Refused(404, "no such account")
     if balances[source] < amount:
