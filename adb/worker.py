@@ -247,6 +247,7 @@ class Worker:
     def serve(self, job: Job) -> None:
         if self.admit(job):
             self.execute(job, last=True)
+        del job  # a finished frame keeps its locals: see ``execute``
 
     def admit(self, job: Job) -> bool:
         """Claim ``job`` for running; False (and skip it) if its caller gave up,
@@ -288,11 +289,13 @@ class Worker:
             if last and kind.sticky and self._queue.empty():
                 self.go_idle()
             self._handback(future, ok, value)
-        # a driver error's traceback holds this frame; an error handed back with that
-        # error as its cause would otherwise hold itself (and whatever its own
-        # traceback holds in the caller's frames: a transaction handle) in a cycle
-        # that only the cyclic collector frees
-        value = None
+        # a driver error's traceback holds this frame, and through its f_back its
+        # callers' (``serve``): a finished frame keeps its locals. An error handed back
+        # with that error as its cause would otherwise hold itself, through them, its
+        # job and its future (which holds the error), in a cycle only the cyclic
+        # collector frees, and with it whatever its own traceback holds in the caller's
+        # frames: a transaction handle, whose worker stays pinned until then
+        del value, future, job, running
 
     def failed(self, job: Job, exc: BaseException, running: RunningCall) -> tuple[Any, bool]:
         """What the caller of ``job`` gets after its statement raised ``exc``: the

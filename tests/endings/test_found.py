@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import weakref
+from typing import Any
 
 import pytest
 
@@ -167,49 +169,92 @@ async def test_run_transaction_given_up_while_it_waits_for_a_worker_settles(fron
 @pytest.mark.skipif(_gil.FREE_THREADED, reason="on a free-threaded build reference counting "
                     "alone does not free what this test drops (some objects are freed only "
                     "by the collector there), so its premise does not hold")
-@pytest.mark.parametrize("front, driver", [
-    ("twisted", "postgresql"), ("twisted", "mysql")])
-async def test_a_dropped_handle_whose_connection_died_frees_its_worker_without_the_collector(
-        front, driver, tmp_path):
-    """A transaction whose connection broke under a statement, its handle dropped by
-    the application without a rollback: the handle is rolled back when it is
-    collected (docs/usage.md), which must happen when its last reference goes. The
-    ConnectionLost handed back held itself in a cycle (its cause's traceback holds
-    the worker's frame, whose local held the ConnectionLost; adb.sync's raising
-    frame did the same), and through its own traceback the caller's frames and the
-    handle: the worker stayed pinned until the cyclic collector ran, and every
-    other call waited (found by the checker: a pool of one starved for 20 s after
-    a backend was killed). The cyclic collector is off here, so only reference
-    counting can free the handle. On asyncio and adb.sync another cycle still holds
-    it (open: the checker's long runs find it; not in this test until fixed)."""
+@pytest.mark.parametrize("how", ["killed", "timed out", "written"])
+@pytest.mark.parametrize("driver", ["postgresql", "psycopg", "mysql"])
+@pytest.mark.parametrize("front", ["asyncio", "tornado", "sync", "twisted"])
+async def test_a_dropped_handle_frees_its_worker_without_the_collector(front, driver, how, tmp_path):
+    """A transaction handle the application drops without ending it, after its
+    connection broke under a statement (``killed``), after its statement ran past
+    ``statement_timeout=`` (``timed out``) or after a write that succeeded
+    (``written``), is rolled back when it is collected (docs/usage.md), which must
+    happen when its last reference goes. Cycles adb made kept it alive until the
+    cyclic collector ran, and its worker pinned: the error handed back has the
+    driver's error as its cause, whose traceback holds the worker's frames
+    (``execute``, ``serve``), whose locals held the call's job and future, which
+    holds the error; through the error's own traceback, the caller's frames and the
+    handle (found by the checker: a pool of one starved for 20 s behind a forgotten
+    transaction, asyncio and Tornado). The cyclic collector is off here, so only
+    reference counting can free the handle; the next call on the pool of one must
+    get its worker at once. The call is awaited where it is made: a frame of the
+    application's that keeps the future in a local while the error passes through
+    it makes a cycle of its own, which adb cannot break (docs/usage.md)."""
     import gc
-    from adb.errors import ConnectionLost
+    import threading
+    from adb.errors import ConnectionLost, StatementTimeout
+    failure = StatementTimeout if how == "timed out" else ConnectionLost
+    # how the statement at the closed gate ends: its session killed, or its own timeout
+    limit = {"statement_timeout": 0.2} if how == "timed out" else {}
     from ..conftest import FRONTS, ev
     from .site import Site, thread_ids
     site = Site(driver, str(tmp_path))
     site.create()
     db = FRONTS[front](site.url, pool_size=1, timeout=5, name=site.table)
     loop = asyncio.get_running_loop()
+    dropped = threading.Event()
 
-    async def forgotten() -> None:  # begins, writes, and drops the handle on an error
-        tx = await ev(db.beginTransaction())
-        ids = thread_ids(db._engine.pool.connections.values())
+    def kill_under_statement() -> None:
+        site.wait_running(1, 10)
+        site.kill_all(thread_ids(db._engine.pool.connections.values()))
+
+    def forgotten_blocking() -> None:  # adb.sync: begins, writes, drops the handle
+        tx = db.beginTransaction()
+        weakref.finalize(tx, dropped.set)
+        if how == "written":
+            tx.runOperation(site.insert_sql(), ("x", 1))
+            return
         site.close_gate()
-        killer = loop.run_in_executor(None, lambda: (site.wait_running(1, 10),
-                                                     site.kill_all(ids)))
+        killer = threading.Thread(target=kill_under_statement)
+        if how == "killed":
+            killer.start()
         try:
-            if front == "sync":
-                await loop.run_in_executor(None, tx.runOperation, site.insert_sql(), ("x", 1))
-            else:
-                await ev(tx.runOperation(site.insert_sql(), ("x", 1)))
-        except ConnectionLost:
+            tx.runOperation(site.insert_sql(), ("x", 1), **limit)
+        except failure:
+            pass
+        finally:
+            if how == "killed":
+                killer.join()
+            site.open_gate()
+
+    async def forgotten() -> None:  # the others: begins, writes, drops the handle
+        tx = await ev(db.beginTransaction())
+        weakref.finalize(tx, dropped.set)
+        if how == "written":
+            await ev(tx.runOperation(site.insert_sql(), ("x", 1)))
+            return
+        site.close_gate()
+        killer = loop.run_in_executor(None, kill_under_statement if how == "killed" else str)
+        try:  # awaited where it is made: no frame of the test's holds the call
+            await awaitable(tx.runOperation(site.insert_sql(), ("x", 1), **limit))
+        except failure:
             pass
         await killer
         site.open_gate()
+
+    def awaitable(call: Any) -> Any:
+        return call.asFuture(loop) if front == "twisted" else call
+    await ev(db.runQuery("select 1"))
     gc.disable()
     try:
-        await forgotten()
+        if front == "sync":
+            await loop.run_in_executor(None, forgotten_blocking)
+        else:
+            await forgotten()
+        # the worker lets go of the call's last references once it has handed it back,
+        # as the caller may already be running on: waited for, not raced
+        assert await loop.run_in_executor(None, dropped.wait, 10), \
+            "the dropped handle is still alive: a reference cycle holds it"
         assert await ev(db.runQuery("select 1")) == [(1,)]  # the worker was freed at once
+        assert site.tokens() == []  # rolled back
     finally:
         gc.enable()
         await ev(db.close())
