@@ -39,7 +39,7 @@ from .frontend import Cancellable, F, FrontEnd
 from .listen import Hub, Router
 from .options import (OPTION_NAMES, PoolOptions, Settings, check_positive,
                       check_statement_timeout, check_timeout, pipeline_depth)
-from .pool import Pool, PoolState
+from .pool import Pool, PoolState, give_up_all_at_exit
 from .replicas import ReplicaSet
 from .jobs import Kind, Op, detached, finish_job
 from .session import PoolConfig, StreamGate
@@ -115,6 +115,8 @@ def _at_exit() -> None:
     for engine in list(_live):
         if not engine.forked:
             engine.close_at_exit(deadline)
+    # and the pools of Databases let go of unclosed, which still run what they took
+    give_up_all_at_exit(deadline)
 
 
 atexit.register(_at_exit)
@@ -581,8 +583,7 @@ class Engine(Generic[F]):
         if self._state is CloseState.CLOSED or self.pool.state is PoolState.NEW:
             return
         self._stop_accepting(EndedBy.EXIT)
-        self.pool.fail_queued(PoolClosed.at_exit(self.name))
-        self.pool.cancel_running("the interpreter is exiting", deadline)
+        self.pool.give_up_at_exit(deadline)
 
     def _stop_accepting(self, by: EndedBy = EndedBy.CLOSE) -> bool:
         """Steps 1-4 of the close sequence; False if an earlier close already took them.
