@@ -431,7 +431,7 @@ class Worker:
         driver, jobs, session = self.crew.driver, unit.jobs, self.session
         started = time.perf_counter()
         self._busy = True
-        self._current = running = RunningCall(None, unit.deadline(), None)
+        self._current = running = RunningCall(None, unit.deadline(), None, jobs)
         conn = error = None
         counts: list[int] = []
         try:

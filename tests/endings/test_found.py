@@ -259,3 +259,77 @@ async def test_a_dropped_handle_frees_its_worker_without_the_collector(front, dr
         gc.enable()
         await ev(db.close())
         site.drop()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("driver", ["postgresql", "psycopg", "mysql"])
+def test_ctrl_c_in_a_blocking_call_a_unit_took_cancels_it_before_the_interrupt_goes_on(
+        driver, tmp_path, caplog):
+    """Ctrl-C in an ``adb.sync`` call that an autobatch unit took: the interrupted
+    thread must cancel its statement on the server before the KeyboardInterrupt goes
+    on, as it does for a call running alone, so nothing of it commits after the user
+    saw the interrupt. It looked only for a worker running that very call, found
+    none (a unit runs as one, under no single call), and let the unit run on: the
+    interrupted call's row committed once the unit went through. Now the unit is
+    cancelled; the other callers' calls, which nobody gave up, are run again each
+    alone and succeed, and the interrupted one is not run again. The unit is forced:
+    the one worker is held (a runInteraction waiting on an Event) until all four
+    calls are queued, so the next job it takes heads a unit of them, which waits at
+    the test's gate; the interrupt comes once the server shows it there."""
+    import logging
+    import signal
+    import threading
+    from .site import Site
+    site = Site(driver, str(tmp_path))
+    site.create()
+    db = adb.sync.Database(site.url, pool_size=1, autobatch=4, name=site.table)
+    main = threading.get_ident()
+    handler = signal.signal(signal.SIGINT, signal.default_int_handler)
+    release = threading.Event()
+    others = [threading.Thread(target=db.runOperation, args=(site.insert_sql(), (f"o{n}", n)))
+              for n in range(3)]
+
+    def hold(cursor: Any) -> None:
+        release.wait(30)
+
+    def interrupt() -> None:  # the unit at the gate, then Ctrl-C
+        for _ in range(2000):
+            if db.stats()["queued"] == 4:  # the three others and the main thread's
+                break
+            threading.Event().wait(0.005)
+        release.set()
+        if site.wait_running(1, 20):
+            signal.pthread_kill(main, signal.SIGINT)
+    try:
+        db.runQuery("select 1")
+        site.close_gate()
+        holder = threading.Thread(target=db.runInteraction, args=(hold,))
+        holder.start()
+        for thread in others:
+            thread.start()
+        for _ in range(2000):  # the three others queued behind the held worker
+            if db.stats()["queued"] == 3:
+                break
+            threading.Event().wait(0.005)
+        assert db.stats()["queued"] == 3
+        poke = threading.Thread(target=interrupt)
+        poke.start()
+        with caplog.at_level(logging.INFO, logger="adb"):
+            with pytest.raises(KeyboardInterrupt):
+                db.runOperation(site.insert_sql(), ("main", 9))
+        poke.join(30)
+        # the cancel went out from the interrupted thread, before the interrupt went on
+        assert [r.threadName for r in caplog.records
+                if "its caller was interrupted" in r.getMessage()] == ["MainThread"]
+        site.open_gate()
+        holder.join(30)
+        for thread in others:
+            thread.join(30)
+        assert sorted(site.tokens()) == ["o0", "o1", "o2"]  # never the interrupted call's
+        assert db.stats()["units"] >= 1
+    finally:
+        signal.signal(signal.SIGINT, handler)
+        release.set()
+        site.open_gate()
+        db.close()
+        site.drop()
