@@ -270,21 +270,27 @@ class Engine(Generic[F]):
         else:
             statement_timeout = check_statement_timeout(statement_timeout)
         future = self._new_future()
-        record.queue.put((future, op.in_transaction, None, statement_timeout,
-                          self._trace(what, record), op.fn) + args)
+        record.put((future, op.in_transaction, None, statement_timeout,
+                    self._trace(what, record), op.fn) + args)
         return self._returned(future, None, None, self)
 
     def step_in(self, tx: Transaction, op: Op, args: tuple[Any, ...], what: What) -> F:
         """``in_transaction``'s job, its future without waiting (steps wait for it)."""
         record = self.usable(tx)
         self.check_open()
-        return self._queue(record, op.in_transaction, (op.fn, *args), what)
+        return self._queue(record, op.in_transaction, (op.fn, *args), what, call=True)
 
-    def _queue(self, record: TxRecord, kind: Kind, args: tuple[Any, ...], what: What) -> F:
-        """Queue a job of ``kind`` in ``record``'s transaction; its future."""
+    def _queue(self, record: TxRecord, kind: Kind, args: tuple[Any, ...], what: What,
+               call: bool = False) -> F:
+        """Queue a job of ``kind`` in ``record``'s transaction; its future. ``call``:
+        one of its owner's calls, checked again as it is queued (``TxRecord.put``);
+        else its end, queued once its owner took it."""
         future = self._new_future()
-        record.queue.put((future, kind, None, self.statement_timeout,
-                          self._trace(what, record)) + args)
+        job = (future, kind, None, self.statement_timeout, self._trace(what, record)) + args
+        if call:
+            record.put(job)
+        else:
+            record.queue.put(job)
         return future
 
     def expire(self, future: F, claim: Claim, timeout: float) -> None:

@@ -333,3 +333,65 @@ def test_ctrl_c_in_a_blocking_call_a_unit_took_cancels_it_before_the_interrupt_g
         site.open_gate()
         db.close()
         site.drop()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("end", ["commit", "close"])
+@pytest.mark.parametrize("driver", ["sqlite", "postgresql", "mysql"])
+def test_a_call_in_a_transaction_racing_its_end_is_answered(driver, end, tmp_path):
+    """A call made in a transaction from one thread while another thread commits it
+    (or closes the Database, which rolls it back): the call was checked (the
+    transaction still open), then its end went ahead and its worker let go of the
+    transaction, then the call was queued on the transaction's queue, which no
+    worker reads any more: the caller waited forever. The interleaving is forced:
+    the call is held just after its check (where it makes its future) until the end
+    has returned. It must be answered, with TransactionError (the transaction had
+    ended), and the worker must serve on."""
+    import threading
+    from adb.errors import PoolClosed, TransactionError
+    from .site import Site
+    site = Site(driver, str(tmp_path))
+    site.create()
+    db = adb.sync.Database(site.url, pool_size=1, name=site.table)
+    engine = db._engine
+    reached, go = threading.Event(), threading.Event()
+    make_future = engine._new_future
+    caller: dict[str, Any] = {}
+
+    def held_future() -> Any:  # the call's thread, past its check: wait for the end
+        if threading.current_thread().name == "racing-call":
+            reached.set()
+            go.wait(20)
+        return make_future()
+
+    def call(tx: Any) -> None:
+        try:
+            caller["value"] = tx.runOperation(site.insert_sql(), ("late", 1))
+        except BaseException as exc:
+            caller["error"] = exc
+    try:
+        tx = db.beginTransaction()
+        tx.runOperation(site.insert_sql(), ("early", 1))
+        engine._new_future = held_future
+        racing = threading.Thread(target=call, args=(tx,), name="racing-call", daemon=True)
+        racing.start()
+        assert reached.wait(20)
+        if end == "commit":
+            tx.commit()
+        else:
+            db.close()
+        go.set()
+        racing.join(10)
+        assert not racing.is_alive(), "the call made as its transaction ended was never answered"
+        assert isinstance(caller.get("error"), (TransactionError, PoolClosed)), caller
+        if end == "commit":
+            engine._new_future = make_future
+            assert db.runQuery("select 1") == [(1,)]
+            assert site.tokens() == ["early"]
+        else:
+            assert site.tokens() == []
+    finally:
+        go.set()
+        engine._new_future = make_future
+        db.close()
+        site.drop()
