@@ -65,15 +65,23 @@ class RunningCall:
     set once the driver's cancel has returned, or was not sent after all.
     """
 
-    __slots__ = ("future", "deadline", "job", "state", "cancelled_at", "cancel_done")
+    __slots__ = ("future", "deadline", "job", "unit", "state", "cancelled_at", "cancel_done")
     cancel_done: threading.Event
 
-    def __init__(self, future: Any, deadline: Optional[float], job: Optional[Job]) -> None:
+    def __init__(self, future: Any, deadline: Optional[float], job: Optional[Job],
+                 unit: Optional[list[Job]] = None) -> None:
         self.future = future
         self.deadline = deadline  # time.monotonic() past which it is cancelled, or None
         self.job = job  # what runs (None: a unit of several), for the watchdog's log
+        self.unit = unit  # a unit of batched calls (autobatch): its jobs, else None
         self.state = CallState.RUNNING
         self.cancelled_at = 0.0
+
+    def runs(self, future: object) -> bool:
+        """True if this is the call of ``future``, or a unit that took it."""
+        if self.future is future:
+            return True
+        return self.unit is not None and any(job[FUTURE] is future for job in self.unit)
 
     def statement(self) -> str:
         """What the call runs, for a log line: its SQL text (never its parameters),

@@ -39,7 +39,7 @@ from .frontend import Cancellable, F, FrontEnd
 from .listen import Hub, Router
 from .options import (OPTION_NAMES, PoolOptions, Settings, check_positive,
                       check_statement_timeout, check_timeout, pipeline_depth)
-from .pool import Pool, PoolState
+from .pool import Pool, PoolState, give_up_all_at_exit
 from .replicas import ReplicaSet
 from .jobs import Kind, Op, detached, finish_job
 from .session import PoolConfig, StreamGate
@@ -115,6 +115,8 @@ def _at_exit() -> None:
     for engine in list(_live):
         if not engine.forked:
             engine.close_at_exit(deadline)
+    # and the pools of Databases let go of unclosed, which still run what they took
+    give_up_all_at_exit(deadline)
 
 
 atexit.register(_at_exit)
@@ -268,21 +270,27 @@ class Engine(Generic[F]):
         else:
             statement_timeout = check_statement_timeout(statement_timeout)
         future = self._new_future()
-        record.queue.put((future, op.in_transaction, None, statement_timeout,
-                          self._trace(what, record), op.fn) + args)
+        record.put((future, op.in_transaction, None, statement_timeout,
+                    self._trace(what, record), op.fn) + args)
         return self._returned(future, None, None, self)
 
     def step_in(self, tx: Transaction, op: Op, args: tuple[Any, ...], what: What) -> F:
         """``in_transaction``'s job, its future without waiting (steps wait for it)."""
         record = self.usable(tx)
         self.check_open()
-        return self._queue(record, op.in_transaction, (op.fn, *args), what)
+        return self._queue(record, op.in_transaction, (op.fn, *args), what, call=True)
 
-    def _queue(self, record: TxRecord, kind: Kind, args: tuple[Any, ...], what: What) -> F:
-        """Queue a job of ``kind`` in ``record``'s transaction; its future."""
+    def _queue(self, record: TxRecord, kind: Kind, args: tuple[Any, ...], what: What,
+               call: bool = False) -> F:
+        """Queue a job of ``kind`` in ``record``'s transaction; its future. ``call``:
+        one of its owner's calls, checked again as it is queued (``TxRecord.put``);
+        else its end, queued once its owner took it."""
         future = self._new_future()
-        record.queue.put((future, kind, None, self.statement_timeout,
-                          self._trace(what, record)) + args)
+        job = (future, kind, None, self.statement_timeout, self._trace(what, record)) + args
+        if call:
+            record.put(job)
+        else:
+            record.queue.put(job)
         return future
 
     def expire(self, future: F, claim: Claim, timeout: float) -> None:
@@ -581,8 +589,7 @@ class Engine(Generic[F]):
         if self._state is CloseState.CLOSED or self.pool.state is PoolState.NEW:
             return
         self._stop_accepting(EndedBy.EXIT)
-        self.pool.fail_queued(PoolClosed.at_exit(self.name))
-        self.pool.cancel_running("the interpreter is exiting", deadline)
+        self.pool.give_up_at_exit(deadline)
 
     def _stop_accepting(self, by: EndedBy = EndedBy.CLOSE) -> bool:
         """Steps 1-4 of the close sequence; False if an earlier close already took them.

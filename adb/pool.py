@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import enum
 import logging
+import os
 import threading
 import time
+import weakref
 from queue import Empty
 from typing import Any, Callable, Optional
 
@@ -37,6 +39,18 @@ log = logging.getLogger("adb")
 #: how long one waits for its answer (``Pool._server_back``)
 PROBE_EVERY = 0.1
 PROBE_TIMEOUT = 0.2
+
+
+#: every pool started in this process whose threads may still run: the interpreter's
+#: exit gives each up (``give_up_at_exit``), its Database's engine alive or not (a
+#: Database the program let go of leaves its pool running what it had accepted)
+_started: weakref.WeakSet[Pool] = weakref.WeakSet()
+
+
+def give_up_all_at_exit(deadline: float) -> None:
+    """The interpreter exits: give up every pool still running (``give_up_at_exit``)."""
+    for pool in list(_started):
+        pool.give_up_at_exit(deadline)
 
 
 class PoolState(enum.Enum):
@@ -83,6 +97,10 @@ class Pool:
         self._workers_out = threading.Event()  # the last worker has left its loop
         self._stopped = threading.Event()      # ... its thread has ended, on_exit has run
         self._watchdog: Optional[Watchdog] = None  # from start()
+        #: the interpreter exits: its workers start nothing more (``give_up_at_exit``;
+        #: ``Worker.admit``), and a unit the exit cancelled is not run again call by call
+        self.exiting = False
+        self._pid = os.getpid()  # a forked child's copy gives up nothing of its parent's
         self.workers = [Worker(self, i) for i in range(size)]
 
     @property
@@ -109,17 +127,28 @@ class Pool:
         self._start_threads()
 
     def _start_threads(self) -> None:
+        _started.add(self)
         for worker in self.workers:
             worker.thread.start()
         self._watchdog = Watchdog(self.name, self.workers, self.driver, self.is_abandoned,
                                   self._cancel_grace, self._workers_out, self.all_exited)
         self._watchdog.start()
 
-    def cancel_running(self, why: str, deadline: float) -> None:
-        """Cancel on the server every call the workers run, from the calling thread
-        (``Watchdog.cancel_all``: the interpreter is exiting)."""
+    def give_up_at_exit(self, deadline: float) -> None:
+        """The interpreter exits with this pool's threads running (its Database not
+        closed, or let go of): nothing more may start, since a statement sent now
+        would outlive the process on the server and commit after it. Queued calls
+        fail with PoolClosed (they never run); every running call, a unit of batched
+        calls too, is cancelled on the server from the calling thread, cancels
+        already on their way waited for until ``deadline``. Nothing in a forked
+        child (the calls are its parent's), nor for a pool whose threads ended."""
+        if os.getpid() != self._pid or self._state in (PoolState.NEW, PoolState.STOPPED) \
+                or self.exiting:
+            return
+        self.exiting = True
+        self.fail_queued(PoolClosed.at_exit(self.name))
         if self._watchdog is not None:
-            self._watchdog.cancel_all(why, deadline)
+            self._watchdog.cancel_all("the interpreter is exiting", deadline)
 
     def stop(self) -> None:
         """Let every queued job run, then end each worker (non-blocking). Once."""
@@ -390,4 +419,4 @@ class Pool:
         }
 
 
-__all__ = ["Pool", "PoolState"]
+__all__ = ["Pool", "PoolState", "give_up_all_at_exit"]

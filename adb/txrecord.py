@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import enum
 import itertools
+import threading
 import weakref
 from queue import SimpleQueue
 from typing import Any, Optional
@@ -61,7 +62,7 @@ class TxRecord:
     """The engine's and the worker's side of one transaction (see the module doc)."""
 
     __slots__ = ("id", "name", "read_only", "isolation", "queue", "state", "worker", "span",
-                 "ended_by", "_end", "_finalizer")
+                 "ended_by", "_end", "_finalizer", "_queueing")
 
     def __init__(self, name: str, read_only: bool, isolation: Optional[str]) -> None:
         self.id = next(_ids)
@@ -75,6 +76,8 @@ class TxRecord:
         #: who ended it (its owner, or what rolled it back under it), None while open
         self.ended_by: Optional[EndedBy] = None
         self._end = Claim()  # taken by whoever ends it first: its owner, or a close
+        #: a call's check and its put on ``queue`` are one step against its end (``put``)
+        self._queueing = threading.Lock()
         self._finalizer: Optional[weakref.finalize[Any, Any]] = None
 
     def __repr__(self) -> str:
@@ -105,13 +108,24 @@ class TxRecord:
 
     # -- its life: ending() and abandon() on the caller's side, the rest in its worker ---
 
+    def put(self, job: Queued) -> None:
+        """Queue a call of its owner's: TransactionError unless it can take more work.
+        The check and the put are one step against its end (``ending``, ``abandon``,
+        in another thread): a call checked before its end is queued ahead of it, so
+        its worker runs it; one put behind it would wait on a queue no worker reads
+        any more, never answered."""
+        with self._queueing:
+            self.check()
+            self.queue.put(job)
+
     def ending(self) -> bool:
         """Its owner asks for commit or rollback: True, unless something else ended
         it first (then False, and its state stays what that made it)."""
-        if not self._end.take():
-            return False
-        self.ended_by = EndedBy.OWNER
-        self.state = TxState.ENDING
+        with self._queueing:
+            if not self._end.take():
+                return False
+            self.ended_by = EndedBy.OWNER
+            self.state = TxState.ENDING
         return True
 
     def activate(self, worker_index: int) -> None:
@@ -133,10 +147,11 @@ class TxRecord:
         """Mark it failed and have its worker roll it back (its Database is closing,
         the interpreter exiting): True, unless its owner ended it first (False: its
         commit or rollback is queued, and runs)."""
-        if not self._end.take():
-            return False
-        self.ended_by = by
-        self.fail()
+        with self._queueing:
+            if not self._end.take():
+                return False
+            self.ended_by = by
+            self.fail()
         self.queue.put(abandon_job(f"because {by.value}"))
         return True
 

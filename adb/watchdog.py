@@ -159,8 +159,8 @@ class Watchdog(threading.Thread):
             return False
         for worker in self.workers:
             running = worker.current
-            if running is None or running.future is not future:
-                continue
+            if running is None or future is None or not running.runs(future):
+                continue  # (a unit that took it is cancelled whole: Worker.one_by_one)
             if not self.cancel_now(worker, running, "its caller was interrupted") \
                     and running.state is not CallState.RUNNING:
                 running.cancel_done.wait(CANCEL_WAIT)

@@ -43,7 +43,7 @@ from typing import Any, Callable, NamedTuple, Optional
 from . import transient
 from .call import ARGS, CLAIM, FUTURE, KIND, RUN_TIMEOUT, TRACE, CallState, Job, RunningCall
 from .dispatch import STOP, WAKE, Queued
-from .errors import Error, add_note, name_attempts
+from .errors import Error, PoolClosed, add_note, name_attempts
 from .jobs import JOB_PARAMS, JOB_SQL, Kind, ends_transaction
 from .pipeline import Pipeliner
 from .session import Crew, PoolConfig, Session
@@ -247,6 +247,7 @@ class Worker:
     def serve(self, job: Job) -> None:
         if self.admit(job):
             self.execute(job, last=True)
+        del job  # a finished frame keeps its locals: see ``execute``
 
     def admit(self, job: Job) -> bool:
         """Claim ``job`` for running; False (and skip it) if its caller gave up,
@@ -258,7 +259,17 @@ class Worker:
                     and not ends_transaction(job)):
             self._handback.nudge()  # given up before it started: it may make room
             return False
+        if self.crew.exiting and not ends_transaction(job):
+            return self.refuse_at_exit(job)
         return True
+
+    def refuse_at_exit(self, job: Job) -> bool:
+        """The interpreter exits (``Pool.give_up_at_exit``): a call not started yet
+        never starts (its statement would outlive the process on the server): it
+        fails with PoolClosed, as the queued calls the exit failed. False."""
+        if job[FUTURE] is not None:
+            self._handback(job[FUTURE], False, PoolClosed.at_exit(self._config.name))
+        return False
 
     def execute(self, job: Job, last: bool = False) -> None:
         """Run an admitted job on the session and hand its outcome back; ``last``: no
@@ -288,11 +299,13 @@ class Worker:
             if last and kind.sticky and self._queue.empty():
                 self.go_idle()
             self._handback(future, ok, value)
-        # a driver error's traceback holds this frame; an error handed back with that
-        # error as its cause would otherwise hold itself (and whatever its own
-        # traceback holds in the caller's frames: a transaction handle) in a cycle
-        # that only the cyclic collector frees
-        value = None
+        # a driver error's traceback holds this frame, and through its f_back its
+        # callers' (``serve``): a finished frame keeps its locals. An error handed back
+        # with that error as its cause would otherwise hold itself, through them, its
+        # job and its future (which holds the error), in a cycle only the cyclic
+        # collector frees, and with it whatever its own traceback holds in the caller's
+        # frames: a transaction handle, whose worker stays pinned until then
+        del value, future, job, running
 
     def failed(self, job: Job, exc: BaseException, running: RunningCall) -> tuple[Any, bool]:
         """What the caller of ``job`` gets after its statement raised ``exc``: the
@@ -418,7 +431,7 @@ class Worker:
         driver, jobs, session = self.crew.driver, unit.jobs, self.session
         started = time.perf_counter()
         self._busy = True
-        self._current = running = RunningCall(None, unit.deadline(), None)
+        self._current = running = RunningCall(None, unit.deadline(), None, jobs)
         conn = error = None
         counts: list[int] = []
         try:
@@ -441,7 +454,7 @@ class Worker:
             self._completed += len(jobs)
             self._handback.many([(job[FUTURE], True, count) for job, count in zip(jobs, counts)])
         else:
-            self.one_by_one(jobs)
+            self.one_by_one(jobs, error)
 
     def trace_unit(self, jobs: list[Job], started: float, ok: bool, error: Any) -> None:
         """Spans for the calls of a unit that ran as one (``adb.telemetry``)."""
@@ -464,12 +477,23 @@ class Worker:
             lost.__cause__ = error
             self._handback(job[FUTURE], False, lost)
 
-    def one_by_one(self, jobs: list[Job]) -> None:
-        """The unit failed and was rolled back: run each call alone, so each caller
-        gets its own outcome (the failing one its own error)."""
+    def one_by_one(self, jobs: list[Job], error: BaseException) -> None:
+        """The unit failed with ``error`` and was rolled back: run each call alone, so
+        each caller gets its own outcome (the failing one its own error). A call
+        whose caller gave up meanwhile (an interrupted ``adb.sync`` caller, whose
+        cancel ended the unit) is not run again; once the interpreter exits (its
+        cancel ended the unit), none is, and each gets the unit's error: a statement
+        sent now would outlive the process on the server."""
         self._unit_fallbacks += 1
+        exiting = self.crew.exiting
         for job in jobs:
-            self.execute(job)
+            future = job[FUTURE]
+            if future is not None and self._is_abandoned(future):
+                self._handback.nudge()
+            elif exiting:
+                self._handback(future, False, error)
+            else:
+                self.execute(job)
 
 
 __all__ = ["Counters", "Crew", "PoolConfig", "Unit", "Worker"]

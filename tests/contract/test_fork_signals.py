@@ -620,3 +620,101 @@ def test_a_forked_child_interrupted_in_a_call_cancels_nothing_of_its_parent(kind
     finally:
         signal.signal(signal.SIGUSR1, handler)
         db.close()
+
+
+#: a unit of batched calls (autobatch) in flight when the program exits without
+#: close(): the one worker is held (runInteraction waits on an Event) until every
+#: call is queued, so the next job it takes heads a unit of all of them
+UNIT_SCRIPTS = {
+    "asyncio": """
+import asyncio, sys, threading
+import adb
+async def main():
+    db = adb.Database(URL, pool_size=1, autobatch=UNIT)
+    release = threading.Event()
+    first = db.runInteraction(lambda cursor: release.wait(30))
+    calls = [db.runOperation(STATEMENT, (f"u{n}", n)) for n in range(UNIT)]
+    release.set()
+    await first
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+    # returns with the unit's calls unanswered: the program exits, no close()
+asyncio.run(main())
+""",
+    "tornado": """
+import sys, threading
+from tornado.ioloop import IOLoop
+import adb.tornado
+async def main():
+    db = adb.tornado.Database(URL, pool_size=1, autobatch=UNIT)
+    release = threading.Event()
+    first = db.runInteraction(lambda cursor: release.wait(30))
+    calls = [db.runOperation(STATEMENT, (f"u{n}", n)) for n in range(UNIT)]
+    release.set()
+    await first
+    await IOLoop.current().run_in_executor(None, sys.stdin.readline)
+IOLoop.current().run_sync(main)
+""",
+}
+UNIT = 4
+
+
+class UnitScript(Script):
+    """A program whose UNIT inserts, one unit on its one worker, wait at a gate the
+    test holds when it exits without close(). The gate is the endings checker's
+    (``tests/endings/site.py``): a row the test holds locked, which each insert
+    reads in share mode, so a cancel ends the insert on both servers (a killed
+    ``GET_LOCK``, ``tests/gates.py``'s gate on MariaDB, returns NULL and lets its
+    statement go on). The table's name is in the inserts' text, which the server's
+    view shows."""
+
+    def __init__(self, front, driver, tmp_path):
+        from ..endings.site import Site
+        self.kind = DRIVERS[driver]
+        require_server(self.kind)
+        self.site = Site({"psycopg2": "postgresql", "psycopg": "psycopg",
+                          "pymysql": "mysql"}[driver], str(tmp_path))
+        self.site.create()
+        self.site.close_gate()
+        self.admin = self.site.admin
+        self.table = self.marker = self.site.table
+        statement = self.site.insert_sql()
+        code = (f"URL = {self.site.url!r}\nSTATEMENT = {statement!r}\nUNIT = {UNIT}\n"
+                + UNIT_SCRIPTS[front])
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", code], stdin=subprocess.PIPE, stderr=subprocess.PIPE,
+            env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT)
+
+    def wait_running(self):
+        """Until the server shows the unit's first insert waiting at the gate."""
+        if self.site.wait_running(1, BOUND) < 1:
+            pytest.fail(f"the unit never showed on the server: {self.process.poll()}")
+
+    def clean_up(self):
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self.site.drop()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("driver", list(DRIVERS))
+@pytest.mark.parametrize("front", list(UNIT_SCRIPTS))
+def test_interpreter_exit_cancels_a_unit_of_batched_calls(front, driver, tmp_path):
+    """A unit of autobatch'ed inserts waits at the test's gate when its program exits
+    without close(). The exit handler cancels it on the server as it does a single
+    call, and nothing of it may run on: the worker, given the unit's cancel, ran
+    each of its calls again alone (a unit that fails is rerun call by call), and
+    a statement sent as the process went away stayed on the server and committed
+    once the gate opened (found by the endings checker: Tornado on psycopg 3 with
+    autobatch=16, the drop-in on MariaDB). With the gate still closed the server
+    must run none of them; after it opens, no row."""
+    script = UnitScript(front, driver, tmp_path)
+    try:
+        script.wait_running()
+        err = script.exited(say=b"exit\n")
+        assert script.process.returncode == 0, err
+        assert script.site.wait_quiet(GONE_WITHIN) is None  # the gate still closed
+        script.site.open_gate()
+        assert script.site.tokens() == []
+    finally:
+        script.clean_up()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import weakref
+from typing import Any
 
 import pytest
 
@@ -167,50 +169,229 @@ async def test_run_transaction_given_up_while_it_waits_for_a_worker_settles(fron
 @pytest.mark.skipif(_gil.FREE_THREADED, reason="on a free-threaded build reference counting "
                     "alone does not free what this test drops (some objects are freed only "
                     "by the collector there), so its premise does not hold")
-@pytest.mark.parametrize("front, driver", [
-    ("twisted", "postgresql"), ("twisted", "mysql")])
-async def test_a_dropped_handle_whose_connection_died_frees_its_worker_without_the_collector(
-        front, driver, tmp_path):
-    """A transaction whose connection broke under a statement, its handle dropped by
-    the application without a rollback: the handle is rolled back when it is
-    collected (docs/usage.md), which must happen when its last reference goes. The
-    ConnectionLost handed back held itself in a cycle (its cause's traceback holds
-    the worker's frame, whose local held the ConnectionLost; adb.sync's raising
-    frame did the same), and through its own traceback the caller's frames and the
-    handle: the worker stayed pinned until the cyclic collector ran, and every
-    other call waited (found by the checker: a pool of one starved for 20 s after
-    a backend was killed). The cyclic collector is off here, so only reference
-    counting can free the handle. On asyncio and adb.sync another cycle still holds
-    it (open: the checker's long runs find it; not in this test until fixed)."""
+@pytest.mark.parametrize("how", ["killed", "timed out", "written"])
+@pytest.mark.parametrize("driver", ["postgresql", "psycopg", "mysql"])
+@pytest.mark.parametrize("front", ["asyncio", "tornado", "sync", "twisted"])
+async def test_a_dropped_handle_frees_its_worker_without_the_collector(front, driver, how, tmp_path):
+    """A transaction handle the application drops without ending it, after its
+    connection broke under a statement (``killed``), after its statement ran past
+    ``statement_timeout=`` (``timed out``) or after a write that succeeded
+    (``written``), is rolled back when it is collected (docs/usage.md), which must
+    happen when its last reference goes. Cycles adb made kept it alive until the
+    cyclic collector ran, and its worker pinned: the error handed back has the
+    driver's error as its cause, whose traceback holds the worker's frames
+    (``execute``, ``serve``), whose locals held the call's job and future, which
+    holds the error; through the error's own traceback, the caller's frames and the
+    handle (found by the checker: a pool of one starved for 20 s behind a forgotten
+    transaction, asyncio and Tornado). The cyclic collector is off here, so only
+    reference counting can free the handle; the next call on the pool of one must
+    get its worker at once. The call is awaited where it is made: a frame of the
+    application's that keeps the future in a local while the error passes through
+    it makes a cycle of its own, which adb cannot break (docs/usage.md)."""
     import gc
-    from adb.errors import ConnectionLost
+    import threading
+    from adb.errors import ConnectionLost, StatementTimeout
+    failure = StatementTimeout if how == "timed out" else ConnectionLost
+    # how the statement at the closed gate ends: its session killed, or its own timeout
+    limit = {"statement_timeout": 0.2} if how == "timed out" else {}
     from ..conftest import FRONTS, ev
     from .site import Site, thread_ids
     site = Site(driver, str(tmp_path))
     site.create()
     db = FRONTS[front](site.url, pool_size=1, timeout=5, name=site.table)
     loop = asyncio.get_running_loop()
+    dropped = threading.Event()
 
-    async def forgotten() -> None:  # begins, writes, and drops the handle on an error
-        tx = await ev(db.beginTransaction())
-        ids = thread_ids(db._engine.pool.connections.values())
+    def kill_under_statement() -> None:
+        site.wait_running(1, 10)
+        site.kill_all(thread_ids(db._engine.pool.connections.values()))
+
+    def forgotten_blocking() -> None:  # adb.sync: begins, writes, drops the handle
+        tx = db.beginTransaction()
+        weakref.finalize(tx, dropped.set)
+        if how == "written":
+            tx.runOperation(site.insert_sql(), ("x", 1))
+            return
         site.close_gate()
-        killer = loop.run_in_executor(None, lambda: (site.wait_running(1, 10),
-                                                     site.kill_all(ids)))
+        killer = threading.Thread(target=kill_under_statement)
+        if how == "killed":
+            killer.start()
         try:
-            if front == "sync":
-                await loop.run_in_executor(None, tx.runOperation, site.insert_sql(), ("x", 1))
-            else:
-                await ev(tx.runOperation(site.insert_sql(), ("x", 1)))
-        except ConnectionLost:
+            tx.runOperation(site.insert_sql(), ("x", 1), **limit)
+        except failure:
+            pass
+        finally:
+            if how == "killed":
+                killer.join()
+            site.open_gate()
+
+    async def forgotten() -> None:  # the others: begins, writes, drops the handle
+        tx = await ev(db.beginTransaction())
+        weakref.finalize(tx, dropped.set)
+        if how == "written":
+            await ev(tx.runOperation(site.insert_sql(), ("x", 1)))
+            return
+        site.close_gate()
+        killer = loop.run_in_executor(None, kill_under_statement if how == "killed" else str)
+        try:  # awaited where it is made: no frame of the test's holds the call
+            await awaitable(tx.runOperation(site.insert_sql(), ("x", 1), **limit))
+        except failure:
             pass
         await killer
         site.open_gate()
+
+    def awaitable(call: Any) -> Any:
+        return call.asFuture(loop) if front == "twisted" else call
+    await ev(db.runQuery("select 1"))
     gc.disable()
     try:
-        await forgotten()
+        if front == "sync":
+            await loop.run_in_executor(None, forgotten_blocking)
+        else:
+            await forgotten()
+        # the worker lets go of the call's last references once it has handed it back,
+        # as the caller may already be running on: waited for, not raced
+        assert await loop.run_in_executor(None, dropped.wait, 10), \
+            "the dropped handle is still alive: a reference cycle holds it"
         assert await ev(db.runQuery("select 1")) == [(1,)]  # the worker was freed at once
+        assert site.tokens() == []  # rolled back
     finally:
         gc.enable()
         await ev(db.close())
+        site.drop()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("driver", ["postgresql", "psycopg", "mysql"])
+def test_ctrl_c_in_a_blocking_call_a_unit_took_cancels_it_before_the_interrupt_goes_on(
+        driver, tmp_path, caplog):
+    """Ctrl-C in an ``adb.sync`` call that an autobatch unit took: the interrupted
+    thread must cancel its statement on the server before the KeyboardInterrupt goes
+    on, as it does for a call running alone, so nothing of it commits after the user
+    saw the interrupt. It looked only for a worker running that very call, found
+    none (a unit runs as one, under no single call), and let the unit run on: the
+    interrupted call's row committed once the unit went through. Now the unit is
+    cancelled; the other callers' calls, which nobody gave up, are run again each
+    alone and succeed, and the interrupted one is not run again. The unit is forced:
+    the one worker is held (a runInteraction waiting on an Event) until all four
+    calls are queued, so the next job it takes heads a unit of them, which waits at
+    the test's gate; the interrupt comes once the server shows it there."""
+    import logging
+    import signal
+    import threading
+    from .site import Site
+    site = Site(driver, str(tmp_path))
+    site.create()
+    db = adb.sync.Database(site.url, pool_size=1, autobatch=4, name=site.table)
+    main = threading.get_ident()
+    handler = signal.signal(signal.SIGINT, signal.default_int_handler)
+    release = threading.Event()
+    others = [threading.Thread(target=db.runOperation, args=(site.insert_sql(), (f"o{n}", n)))
+              for n in range(3)]
+
+    def hold(cursor: Any) -> None:
+        release.wait(30)
+
+    def interrupt() -> None:  # the unit at the gate, then Ctrl-C
+        for _ in range(2000):
+            if db.stats()["queued"] == 4:  # the three others and the main thread's
+                break
+            threading.Event().wait(0.005)
+        release.set()
+        if site.wait_running(1, 20):
+            signal.pthread_kill(main, signal.SIGINT)
+    try:
+        db.runQuery("select 1")
+        site.close_gate()
+        holder = threading.Thread(target=db.runInteraction, args=(hold,))
+        holder.start()
+        for thread in others:
+            thread.start()
+        for _ in range(2000):  # the three others queued behind the held worker
+            if db.stats()["queued"] == 3:
+                break
+            threading.Event().wait(0.005)
+        assert db.stats()["queued"] == 3
+        poke = threading.Thread(target=interrupt)
+        poke.start()
+        with caplog.at_level(logging.INFO, logger="adb"):
+            with pytest.raises(KeyboardInterrupt):
+                db.runOperation(site.insert_sql(), ("main", 9))
+        poke.join(30)
+        # the cancel went out from the interrupted thread, before the interrupt went on
+        assert [r.threadName for r in caplog.records
+                if "its caller was interrupted" in r.getMessage()] == ["MainThread"]
+        site.open_gate()
+        holder.join(30)
+        for thread in others:
+            thread.join(30)
+        assert sorted(site.tokens()) == ["o0", "o1", "o2"]  # never the interrupted call's
+        assert db.stats()["units"] >= 1
+    finally:
+        signal.signal(signal.SIGINT, handler)
+        release.set()
+        site.open_gate()
+        db.close()
+        site.drop()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("end", ["commit", "close"])
+@pytest.mark.parametrize("driver", ["sqlite", "postgresql", "mysql"])
+def test_a_call_in_a_transaction_racing_its_end_is_answered(driver, end, tmp_path):
+    """A call made in a transaction from one thread while another thread commits it
+    (or closes the Database, which rolls it back): the call was checked (the
+    transaction still open), then its end went ahead and its worker let go of the
+    transaction, then the call was queued on the transaction's queue, which no
+    worker reads any more: the caller waited forever. The interleaving is forced:
+    the call is held just after its check (where it makes its future) until the end
+    has returned. It must be answered, with TransactionError (the transaction had
+    ended), and the worker must serve on."""
+    import threading
+    from adb.errors import PoolClosed, TransactionError
+    from .site import Site
+    site = Site(driver, str(tmp_path))
+    site.create()
+    db = adb.sync.Database(site.url, pool_size=1, name=site.table)
+    engine = db._engine
+    reached, go = threading.Event(), threading.Event()
+    make_future = engine._new_future
+    caller: dict[str, Any] = {}
+
+    def held_future() -> Any:  # the call's thread, past its check: wait for the end
+        if threading.current_thread().name == "racing-call":
+            reached.set()
+            go.wait(20)
+        return make_future()
+
+    def call(tx: Any) -> None:
+        try:
+            caller["value"] = tx.runOperation(site.insert_sql(), ("late", 1))
+        except BaseException as exc:
+            caller["error"] = exc
+    try:
+        tx = db.beginTransaction()
+        tx.runOperation(site.insert_sql(), ("early", 1))
+        engine._new_future = held_future
+        racing = threading.Thread(target=call, args=(tx,), name="racing-call", daemon=True)
+        racing.start()
+        assert reached.wait(20)
+        if end == "commit":
+            tx.commit()
+        else:
+            db.close()
+        go.set()
+        racing.join(10)
+        assert not racing.is_alive(), "the call made as its transaction ended was never answered"
+        assert isinstance(caller.get("error"), (TransactionError, PoolClosed)), caller
+        if end == "commit":
+            engine._new_future = make_future
+            assert db.runQuery("select 1") == [(1,)]
+            assert site.tokens() == ["early"]
+        else:
+            assert site.tokens() == []
+    finally:
+        go.set()
+        engine._new_future = make_future
+        db.close()
         site.drop()
