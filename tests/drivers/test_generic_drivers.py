@@ -127,6 +127,7 @@ def until_connected(db, count, limit=20):
 def statement_seen(module, db_name, text, limit=20):
     """Return once the server shows a statement containing ``text`` running (the
     caller's own session excluded); on PostgreSQL only ``db_name``'s sessions."""
+    params: tuple[str, ...]
     if DRIVERS[module] == "postgresql":
         sql = ("select 1 from pg_stat_activity where application_name = %s "
                "and state = 'active' and query like %s")
