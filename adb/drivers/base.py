@@ -462,3 +462,13 @@ def readable(fd: int) -> bool:
     poller = select.poll()
     poller.register(fd, select.POLLIN | select.POLLPRI)
     return bool(poller.poll(0))
+
+
+def hung_up(fd: int) -> bool:
+    """True when socket ``fd`` has failed: the peer reset it or both directions are
+    shut (``POLLHUP``/``POLLERR``, reported whatever was asked for), or ``fd`` is no
+    longer open. A connection the server merely sent a goodbye to is not hung up yet."""
+    poller = select.poll()
+    poller.register(fd, 0)
+    return any(events & (select.POLLHUP | select.POLLERR | select.POLLNVAL)
+               for _, events in poller.poll(0))

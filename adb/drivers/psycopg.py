@@ -38,7 +38,7 @@ from ..sqltext import Path, without_terminator
 from ..target import Family
 from . import _libpq
 from .base import (ISOLATION_LEVELS, Connection, Cursor, Driver, DriverInfo, Pooler,
-                   ReplicaPosition)
+                   ReplicaPosition, hung_up)
 from .copy import BulkCopy
 from .pipelines import Answered, Pipelines
 
@@ -185,10 +185,17 @@ class PsycopgDriver(Driver):
         return getattr(exc, "sqlstate", None) in _libpq.TRANSIENT_SQLSTATES
 
     def is_disconnect(self, exc: BaseException, conn: Connection) -> bool:
-        """The connection is closed or broken, or the server said it is ending the
-        session (a ``57P0x`` shutdown, read before libpq has seen the socket close)."""
-        return bool(conn.closed or conn.broken) \
-            or str(getattr(exc, "sqlstate", "") or "").startswith(_SESSION_ENDING)
+        """The connection is closed or broken, the server said it is ending the
+        session (a ``57P0x`` shutdown, read before libpq has seen the socket close),
+        or psycopg's own wait saw the socket fail before libpq did: it raises an
+        ``OperationalError`` with no SQLSTATE ("connection socket closed") and leaves
+        the connection looking healthy, with a command still in progress."""
+        if conn.closed or conn.broken:
+            return True
+        sqlstate = getattr(exc, "sqlstate", None)
+        if sqlstate is not None:
+            return str(sqlstate).startswith(_SESSION_ENDING)
+        return isinstance(exc, self.dbapi.OperationalError) and _socket_failed(conn)
 
     def path_of(self, sql: str) -> Path:
         """Any self-contained DML goes in a message: each statement's own command
@@ -378,6 +385,14 @@ class PsycopgPipelines(Pipelines):
 
 #: SQLSTATEs of a server ending the session: admin shutdown, crash shutdown, cannot connect now
 _SESSION_ENDING = ("57P01", "57P02", "57P03")
+
+
+def _socket_failed(conn: Connection) -> bool:
+    """True when ``conn``'s socket has hung up or is no longer a socket."""
+    try:
+        return hung_up(conn.fileno())
+    except Exception:  # psycopg refuses fileno() on a connection it closed
+        return True
 
 
 def _answered(cursors: list[Any]) -> bool:

@@ -2,12 +2,15 @@
 the opt-out from it, the pipelined bulk path, the in-band cancel. The whole spec
 and the fault tests run on it too (the ``psycopg`` target and kind)."""
 
+import os
+import time
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
 
 import adb
+from adb.drivers.base import hung_up, readable
 from adb.errors import StatementTimeout
 
 from ..conftest import URLS, own_database, psycopg_url, require_server
@@ -50,6 +53,42 @@ async def test_run_many_pipelines_and_counts_every_row(url, table_name):
         assert await db.runQuery(f"select count(*), max(k) from {table_name}") == [(3000, 2999)]
     finally:
         await db.runOperation(f"drop table if exists {table_name}")
+        await db.close()
+
+
+def until(condition, what, limit=20):
+    deadline = time.monotonic() + limit
+    while not condition():
+        assert time.monotonic() < deadline, f"{what} never happened"
+        time.sleep(0.01)
+
+
+async def test_a_socket_that_failed_before_libpq_saw_it_is_a_disconnect(url):
+    """psycopg's own wait can see the socket fail (a hang-up with nothing to read)
+    before libpq has: it raises ``OperationalError("connection socket closed")``
+    with no SQLSTATE and the connection still looks healthy, a command in progress.
+    The killed-under-load stress test met it on the free-threaded build, and the
+    pool reused the connection ("another command is already in progress"). Forced
+    here: the server ends the session, a byte sent into it draws a reset, libpq has
+    read nothing."""
+    db = adb.Database(url, pool_size=1)
+    driver = db._engine.driver
+    conn = driver.connect()
+    healthy = driver.connect()
+    try:
+        with psycopg.connect(url.replace("+psycopg", ""), autocommit=True) as killer:
+            killer.execute("select pg_terminate_backend(%s)", (conn.info.backend_pid,))
+        until(lambda: readable(conn.fileno()), "the server's goodbye")
+        os.write(conn.fileno(), b"Q")
+        until(lambda: hung_up(conn.fileno()), "the reset")
+        assert not conn.closed and not conn.broken, "libpq saw it: not the case under test"
+        assert driver.is_disconnect(psycopg.OperationalError("connection socket closed"), conn)
+        # the same error on a connection whose socket is sound is not a disconnect
+        assert not driver.is_disconnect(psycopg.OperationalError("x"), healthy)
+        assert not hung_up(healthy.fileno())
+    finally:
+        conn.close()
+        healthy.close()
         await db.close()
 
 
