@@ -44,6 +44,11 @@ HOW_TO_START = {
                "and npm) or set ADB_MONGO_URL",
 }
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+#: the first line of a program a test sends Ctrl-C to: SIGINT raises KeyboardInterrupt
+#: there, as in a terminal, even when the tests run under a parent that ignores SIGINT
+#: (a job started with `&` in a script, or under nohup), which a child inherits and
+#: Python then leaves ignored
+CTRL_C = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
 _reachable: dict[str, bool] = {}
 
 

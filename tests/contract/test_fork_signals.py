@@ -26,7 +26,7 @@ import adb.sync
 import adb.tornado
 import adb.twisted
 
-from ..conftest import URLS, loop_reactor, psycopg_url, require_server
+from ..conftest import CTRL_C, URLS, loop_reactor, psycopg_url, require_server
 
 
 def _in_child(body, limit=10.0):
@@ -406,7 +406,7 @@ class Script:
         statement = f"insert into {self.table} select 1 from (select {sleep}) s {self.marker}"
         self.admin = adb.sync.Database(URLS[self.kind], pool_size=1)
         self.admin.runOperation(f"create table {self.table} (k int)")
-        code = f"URL = {self.url!r}\nSTATEMENT = {statement!r}\n" + SCRIPTS[front]
+        code = CTRL_C + f"URL = {self.url!r}\nSTATEMENT = {statement!r}\n" + SCRIPTS[front]
         self.process = subprocess.Popen(
             [sys.executable, "-c", code], stdin=subprocess.PIPE, stderr=subprocess.PIPE,
             env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT)
@@ -678,7 +678,7 @@ class UnitScript(Script):
         self.admin = self.site.admin
         self.table = self.marker = self.site.table
         statement = self.site.insert_sql()
-        code = (f"URL = {self.site.url!r}\nSTATEMENT = {statement!r}\nUNIT = {UNIT}\n"
+        code = (CTRL_C + f"URL = {self.site.url!r}\nSTATEMENT = {statement!r}\nUNIT = {UNIT}\n"
                 + UNIT_SCRIPTS[front])
         self.process = subprocess.Popen(
             [sys.executable, "-c", code], stdin=subprocess.PIPE, stderr=subprocess.PIPE,

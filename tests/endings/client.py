@@ -315,6 +315,9 @@ def main_twisted(spec: dict[str, Any]) -> None:
 
 def main() -> None:
     spec = json.loads(sys.argv[1])
+    # Ctrl-C as in a terminal, even under a parent that ignores SIGINT (a job started
+    # with `&`, nohup), which this process inherits and Python would leave ignored
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("ADBLOG %(levelname)s %(message)s"))
     logging.getLogger("adb").addHandler(handler)

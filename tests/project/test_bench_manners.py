@@ -18,7 +18,7 @@ import adb.sync
 from benchmarks import cli
 from benchmarks.scenarios import SCENARIOS
 
-from ..conftest import URLS, require_server
+from ..conftest import CTRL_C, URLS, require_server
 
 #: a short run: two systems, a few hundred rows
 SHORT = ["--rows", "200", "--systems", "adb-asyncio,threads"]
@@ -205,7 +205,8 @@ def test_an_interrupted_run_drops_its_tables_too():
     """Ctrl-C (SIGINT) in the middle of a run: its table is dropped, one line, 130."""
     require_server("postgresql")
     url = URLS["postgresql"]
-    proc = subprocess.Popen([sys.executable, "-m", "benchmarks", "--dburl", url, "--rows",
+    run = CTRL_C + "import runpy; runpy.run_module('benchmarks', run_name='__main__')"
+    proc = subprocess.Popen([sys.executable, "-c", run, "--dburl", url, "--rows",
                              "200000", "--systems", "threads"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:

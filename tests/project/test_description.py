@@ -17,6 +17,7 @@ import urllib.request
 
 import pytest
 
+from ..conftest import CTRL_C
 from .test_docs import ROOT, python_blocks
 
 DESCRIPTION = "docs/description.md"
@@ -35,9 +36,6 @@ def promised_output(code: str) -> list[str]:
     return re.findall(r"^\s*print\(.*\)\s*# (.*)$", code, re.M)
 
 
-#: Ctrl-C raises KeyboardInterrupt in the example, as in a terminal, even when this test
-#: runs under a parent that ignores SIGINT (a job started with `&`), which it inherits
-CTRL_C = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
 
 
 def run(code: str, tmp_path: pathlib.Path) -> subprocess.Popen:
