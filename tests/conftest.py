@@ -23,11 +23,14 @@ import adb
 import adb.sync
 import adb.url
 import adb.tornado
+import adb.trio
 import adb.twisted
 import benchmarks.mongo
 from benchmarks import privateserver
 from twisted.internet.asyncioreactor import AsyncioSelectorReactor
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, ensureDeferred
+
+from . import trio_guest
 
 URLS = {
     "postgresql": os.environ.get("ADB_TEST_POSTGRESQL_URL", "postgresql://root@127.0.0.1:5432/test"),
@@ -205,6 +208,13 @@ def _close_reactor_wakers():
         reactor.waker.connectionLost(None)
 
 
+def trio_database(*url: Any, **kwargs: Any) -> adb.trio.Database:
+    """The trio front-end in a trio run hosted by the running test's loop
+    (``tests/trio_guest.py``), so a spec test awaits its calls through ``ev``."""
+    trio_guest.guest()
+    return adb.trio.Database(*url, **kwargs)
+
+
 #: each front-end's Database (or a factory for one): name -> callable(url, **kwargs)
 FRONTS: dict[str, Callable[..., Any]] = {
     "asyncio": adb.Database,
@@ -212,6 +222,9 @@ FRONTS: dict[str, Callable[..., Any]] = {
     "sync": adb.sync.Database,
     "twisted": twisted_database,
 }
+#: the front-ends of the core contract (``.ci/noxfile.py`` CORE): adb.trio too, hosted on
+#: the test's loop; a module of it asks for them with ``front = fronts_fixture(ALL_FRONTS)``
+ALL_FRONTS: dict[str, Callable[..., Any]] = {**FRONTS, "trio": trio_database}
 
 
 def blocking(db: Any) -> bool:
@@ -231,10 +244,26 @@ def with_pool_options(front_class: type, **options: Any) -> Any:
 
 
 async def ev(value: Any) -> Any:
-    """The value of a call on any front-end: await futures and Deferreds, pass plain values."""
+    """The value of a call on any front-end: await futures and Deferreds, pass plain
+    values. In a test that hosts a trio run, a TrioFuture or a coroutine (adb.trio's
+    ``close()``, the test's own block) is awaited in a task of that run."""
     if isinstance(value, Deferred):
         return await value.asFuture(asyncio.get_running_loop())
+    if trio_guest.in_trio_task():  # already in a task of the hosted run: await as it is
+        return await value if inspect.isawaitable(value) else value
+    if trio_guest.current_guest() is not None \
+            and (isinstance(value, adb.trio.TrioFuture) or inspect.iscoroutine(value)):
+        return await trio_guest.run_in_trio(value)
     return await value if inspect.isawaitable(value) else value
+
+
+async def in_front(db: Any, block: Any) -> Any:
+    """Run ``block`` (a test's coroutine of ``async with`` and ``async for`` on ``db``)
+    where ``db``'s awaitables are awaited: Twisted's coroutine runner for Deferreds, a
+    task of the hosted trio run for adb.trio, else here."""
+    if isinstance(db, adb.twisted.Database):
+        return await ev(ensureDeferred(block))
+    return await ev(block)
 
 
 async def gather_calls(values: Iterable[Any]) -> list[Any]:
@@ -246,16 +275,24 @@ async def close(db: Any) -> None:
     await ev(db.close())
 
 
-@pytest.fixture(params=list(FRONTS))
-def front(request):
-    return request.param
+def fronts_fixture(fronts: dict[str, Callable[..., Any]]) -> Any:
+    """The ``front`` fixture over ``fronts``: a front-end's name; a trio run the test
+    hosted ends with it."""
+    @pytest_asyncio.fixture(params=list(fronts), name="front")
+    async def front(request):
+        yield request.param
+        await trio_guest.stop_guest()
+    return front
+
+
+front = fronts_fixture(FRONTS)
 
 
 @pytest_asyncio.fixture
 async def db(front, target, table_name):
     """A Database on ``front`` x ``target`` with an empty table ``table_name``
     (userid int primary key, data varchar(100))."""
-    database = FRONTS[front](target.url, pool_size=4)
+    database = ALL_FRONTS[front](target.url, pool_size=4)
     database.target = target
     database.table = table_name
     await ev(database.runOperation(f"drop table if exists {table_name}"))
@@ -270,6 +307,28 @@ async def db(front, target, table_name):
         cleanup.runOperation(f"drop table if exists {table_name}")
         cleanup.close()
 
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_pycollect_makeitem(collector, name, obj):
+    """A test marked ``trio`` stays pytest-trio's: pytest-asyncio's auto mode claims
+    every ``async def`` test as it is collected, so it is collected again as the plain
+    test function pytest-trio runs."""
+    outcome = yield
+    items = outcome.get_result()
+    if not items or not isinstance(items, list):
+        return
+    plain = []
+    for item in items:
+        if isinstance(item, pytest.Function) and type(item) is not pytest.Function \
+                and item.get_closest_marker("trio") is not None:
+            item.own_markers = [mark for mark in item.own_markers if mark.name != "asyncio"]
+            item = pytest.Function.from_parent(
+                item.parent, name=item.name, callspec=getattr(item, "callspec", None),
+                callobj=item.obj, fixtureinfo=item._fixtureinfo, keywords=item.keywords,
+                originalname=item.originalname)
+        plain.append(item)
+    outcome.force_result(plain)
 
 
 @pytest.hookimpl(hookwrapper=True)

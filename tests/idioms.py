@@ -12,9 +12,11 @@ the same idiom (an asyncio event, a Deferred, a threading barrier).
 import asyncio
 import threading
 
+import trio
 from twisted.internet.defer import Deferred
 
 import adb.sync
+import adb.trio
 import adb.twisted
 from adb.steps import run_async
 
@@ -26,6 +28,8 @@ def front_of(db):
         return "sync"
     if isinstance(db, adb.twisted.Database):
         return "twisted"
+    if isinstance(db, adb.trio.Database):
+        return "trio"
     return "asyncio"
 
 
@@ -85,6 +89,13 @@ class Meeting:
             return _done(self.front)
         if self.front == "sync":
             return self
+        if self.front == "trio":  # in a task of the run
+            met = trio.Event()
+            self.waiters.append(met)
+            if len(self.waiters) % self.parties == 0:
+                for waiter in self.waiters[-self.parties:]:
+                    waiter.set()
+            return met.wait()
         done = Deferred() if self.front == "twisted" else asyncio.get_running_loop().create_future()
         self.waiters.append(done)
         if len(self.waiters) % self.parties == 0:
@@ -103,6 +114,8 @@ class Meeting:
 def _done(front):
     if front == "sync":
         return None
+    if front == "trio":
+        return trio.lowlevel.checkpoint()
     if front == "twisted":
         done: Deferred[None] = Deferred()
         done.callback(None)

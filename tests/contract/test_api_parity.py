@@ -5,12 +5,14 @@ import inspect
 import adb.asyncio
 import adb.sync
 import adb.tornado
+import adb.trio
 import adb.twisted
 
 PUBLIC = {"runQuery", "runOperation", "runMany", "runInteraction", "beginTransaction",
           "commitTransaction", "rollbackTransaction", "transaction", "runTransaction",
           "close", "stats", "listen", "notify", "paramstyle", "dbapi", "closed", "name"}
-FRONTS = [adb.asyncio.Database, adb.tornado.Database, adb.sync.Database, adb.twisted.Database]
+FRONTS = [adb.asyncio.Database, adb.tornado.Database, adb.sync.Database, adb.twisted.Database,
+          adb.trio.Database]
 #: what a front-end's Database has beside the common API: the loop it delivers on
 OWN: dict[type, set[str]] = {adb.tornado.Database: {"ioloop"}, adb.twisted.Database: {"reactor"}}
 

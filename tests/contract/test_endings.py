@@ -21,14 +21,13 @@ from typing import Any, Optional
 
 import pytest
 from twisted.internet import task
-from twisted.internet.defer import ensureDeferred
 
 import adb
 import adb.twisted
 from adb.errors import TransactionError
 from adb.txrecord import EndedBy
 
-from ..conftest import URLS, blocking, ev
+from ..conftest import URLS, blocking, ev, in_front
 from ..idioms import as_fn, run_transaction
 
 BOUND = 20.0  # seconds within which each wait here must end: never a hang
@@ -69,10 +68,8 @@ async def until(db, condition, what):
 
 
 async def drive(db, coroutine):
-    """Run a coroutine that awaits ``db``'s futures (Twisted's through ensureDeferred)."""
-    if isinstance(db, adb.twisted.Database):
-        return await ev(ensureDeferred(coroutine))
-    return await coroutine
+    """Run a coroutine that awaits ``db``'s futures, where they can be awaited."""
+    return await in_front(db, coroutine)
 
 
 class Closer:

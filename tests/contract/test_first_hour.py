@@ -21,16 +21,16 @@ import time
 
 import pytest
 from tornado.ioloop import IOLoop
-from twisted.internet.defer import ensureDeferred
 
 import adb
 import adb.sync
 import adb.tornado
+import adb.trio
 import adb.twisted
 from adb.errors import (ConnectionRejected, InterfaceError, PoolTimeout, ServerUnavailable,
                         TransactionError)
 
-from ..conftest import FRONTS, URLS, blocking, close, ev, psycopg_url, require_server
+from ..conftest import FRONTS, URLS, blocking, close, ev, in_front, psycopg_url, require_server
 from ..idioms import hold_workers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -333,16 +333,17 @@ async def in_context(db, body, **options):
             with db.transaction(**options) as tx:
                 asyncio.run(body(tx, ev))
         return await asyncio.to_thread(run)
-    twisted = isinstance(db, adb.twisted.Database)
+    # inside Twisted's coroutine runner or a trio task, a call's result is awaited as it is
+    native = isinstance(db, (adb.twisted.Database, adb.trio.Database))
 
     async def block():
         async with db.transaction(**options) as tx:
-            await body(tx, _same if twisted else ev)
-    return await ev(ensureDeferred(block())) if twisted else await block()
+            await body(tx, _same if native else ev)
+    return await in_front(db, block())
 
 
-async def _same(deferred):
-    return await deferred
+async def _same(awaitable):
+    return await awaitable
 
 
 async def test_a_read_only_transaction_refuses_a_write(db):

@@ -10,14 +10,17 @@ front-end's result into its value.
 import asyncio
 
 import pytest
-from twisted.internet.defer import Deferred, ensureDeferred
+from twisted.internet.defer import Deferred
 
 import adb
 import adb.twisted
 from adb.errors import PoolClosed, PoolTimeout, TransactionError
 
-from ..conftest import (FRONTS, PIPELINE_VARIANTS, TARGETS, blocking, close, ev, gather_calls,
-                        make_target)
+from ..conftest import (ALL_FRONTS, PIPELINE_VARIANTS, TARGETS, blocking, close, ev,
+                        fronts_fixture, gather_calls, in_front, make_target)
+
+#: the core contract: every front-end, adb.trio included
+front = fronts_fixture(ALL_FRONTS)
 
 
 @pytest.fixture(name="target", params=[*TARGETS, *PIPELINE_VARIANTS])
@@ -159,10 +162,7 @@ async def test_transaction_context_commits_and_rolls_back(db):
                 async with db.transaction() as tx:
                     await tx.runOperation(ins(db), (2, "dropped"))
                     1 / 0
-        if isinstance(db, adb.twisted.Database):  # Twisted's coroutine runner awaits Deferreds
-            await ev(ensureDeferred(blocks()))
-        else:
-            await blocks()
+        await in_front(db, blocks())
     assert await ev(db.runQuery(f"select userid from {db.table}")) == [(1,)]
 
 
@@ -252,7 +252,7 @@ async def test_row_factories(db):
 
 
 async def test_row_factory_per_database(front, target):
-    database = FRONTS[front](target.url, pool_size=1, row_factory="dict")
+    database = ALL_FRONTS[front](target.url, pool_size=1, row_factory="dict")
     try:
         assert await ev(database.runQuery("select 1 as one")) == [{"one": 1}]
     finally:
@@ -318,7 +318,7 @@ async def test_stats(db):
 
 
 async def test_close_settles_pending_calls(front, target, table_name):
-    database = FRONTS[front](target.url, pool_size=2)
+    database = ALL_FRONTS[front](target.url, pool_size=2)
     sql = target.sql(f"insert into {table_name} (userid, data) values (%s, %s)")
     await ev(database.runOperation(f"create table {table_name} (userid int primary key, data varchar(10))"))
     try:
@@ -344,7 +344,7 @@ async def test_close_settles_pending_calls(front, target, table_name):
 
 
 async def test_close_rolls_back_open_transactions(front, target, table_name):
-    database = FRONTS[front](target.url, pool_size=2)
+    database = ALL_FRONTS[front](target.url, pool_size=2)
     sql = target.sql(f"insert into {table_name} (userid, data) values (%s, %s)")
     await ev(database.runOperation(f"create table {table_name} (userid int primary key, data varchar(10))"))
     tx = await ev(database.beginTransaction())
@@ -360,7 +360,7 @@ async def test_close_rolls_back_open_transactions(front, target, table_name):
 
 
 async def test_pool_timeout_when_every_worker_is_pinned(front, target):
-    database = FRONTS[front](target.url, pool_size=1)
+    database = ALL_FRONTS[front](target.url, pool_size=1)
     try:
         tx = await ev(database.beginTransaction())
         with pytest.raises(PoolTimeout, match="1 of 1 workers are pinned.*did not run"):
@@ -374,7 +374,7 @@ async def test_pool_timeout_when_every_worker_is_pinned(front, target):
 
 
 async def test_repr_names_target_without_password(front, target):
-    database = FRONTS[front](target.url, pool_size=1, name="reprdb")
+    database = ALL_FRONTS[front](target.url, pool_size=1, name="reprdb")
     try:
         text = repr(database)
         assert "reprdb" in text and target.kind[:5] in text and "open" in text

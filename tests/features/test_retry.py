@@ -16,8 +16,11 @@ import adb
 import adb.sync
 from adb.errors import ConnectionLost, InterfaceError, ServerUnavailable, TransactionError
 
-from ..conftest import FRONTS, ev
+from ..conftest import ALL_FRONTS, ev, fronts_fixture
 from ..idioms import Meeting, as_fn, front_of, run_transaction
+
+#: the core contract: every front-end, adb.trio included
+front = fronts_fixture(ALL_FRONTS)
 
 SERVERS = ["postgresql", "psycopg", "mysql"]
 
@@ -255,19 +258,19 @@ async def test_bad_arguments_fail_at_the_call(db):
     with pytest.raises(InterfaceError, match="retries must be a whole number"):
         db.runTransaction(lambda tx: None, retries=-1)
     with pytest.raises(InterfaceError, match="retries must be a whole number"):
-        FRONTS[front_of(db) if front_of(db) != "asyncio" else "asyncio"](
+        ALL_FRONTS[front_of(db) if front_of(db) != "asyncio" else "asyncio"](
             db.target.url, retries="3")
 
 
 async def test_the_front_ends_kind_of_function_is_required(db):
-    """asyncio/Tornado need a coroutine function; adb.sync a plain one."""
+    """asyncio/Tornado and trio need a coroutine function; adb.sync a plain one."""
     front = front_of(db)
     if front == "sync":
         async def coroutine(tx):
             return 1
         with pytest.raises(TypeError, match="plain function"):
             await run_transaction(db, coroutine)
-    elif front == "asyncio":
+    elif front in ("asyncio", "trio"):
         with pytest.raises(TypeError, match="coroutine function"):
             await run_transaction(db, lambda tx: 1)
     else:  # Twisted: a value or a Deferred
@@ -313,7 +316,7 @@ async def sqlite_db(front, tmp_path, **kwargs):
     setup.execute("pragma journal_mode=wal")
     setup.execute("create table t (k int primary key)")
     setup.close()
-    return FRONTS[front](f"sqlite:///{path}?timeout=0", pool_size=2, **kwargs), str(path)
+    return ALL_FRONTS[front](f"sqlite:///{path}?timeout=0", pool_size=2, **kwargs), str(path)
 
 
 async def test_a_transaction_refused_by_a_locked_sqlite_file_runs_again(front, tmp_path):
@@ -378,7 +381,7 @@ async def test_a_standalone_call_whose_lock_wait_timed_out_runs_again(front, tar
         cursor.execute(statement)
         cursor.close()
 
-    db = FRONTS[front](target.url, pool_size=2, retries=20, on_connect=short_lock_waits)
+    db = ALL_FRONTS[front](target.url, pool_size=2, retries=20, on_connect=short_lock_waits)
     db.target, db.table = target, table_name
     holder = adb.sync.Database(target.url, pool_size=1)
     try:
@@ -400,7 +403,7 @@ async def test_a_standalone_call_whose_lock_wait_timed_out_runs_again(front, tar
 
 
 async def test_no_connection_to_be_had_is_retried_then_raised_with_the_attempts(front):
-    db = FRONTS[front]("postgresql://root@127.0.0.1:1/test", pool_size=1, retries=2)
+    db = ALL_FRONTS[front]("postgresql://root@127.0.0.1:1/test", pool_size=1, retries=2)
     try:
         started = time.monotonic()
         with pytest.raises(ServerUnavailable) as raised:
@@ -413,7 +416,7 @@ async def test_no_connection_to_be_had_is_retried_then_raised_with_the_attempts(
 
 async def test_errors_that_are_not_transient_are_not_retried(db):
     """A duplicate key is the caller's to handle: raised at once, never run again."""
-    retrying = FRONTS[front_of(db) if front_of(db) != "asyncio" else "asyncio"](
+    retrying = ALL_FRONTS[front_of(db) if front_of(db) != "asyncio" else "asyncio"](
         db.target.url, pool_size=1, retries=5)
     try:
         insert = db.target.sql(f"insert into {db.table} values (%s, %s)")

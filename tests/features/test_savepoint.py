@@ -4,13 +4,15 @@ beginSavepoint/release/rollback, adb.savepoint(cursor) inside runInteraction,
 nesting, and the errors misuse gets."""
 
 import pytest
-from twisted.internet.defer import Deferred
 
 import adb
 from adb.errors import TransactionError
 
-from ..conftest import ev
+from ..conftest import ALL_FRONTS, ev, fronts_fixture, in_front
 from ..idioms import front_of
+
+#: the core contract: every front-end, adb.trio included
+front = fronts_fixture(ALL_FRONTS)
 
 
 def insert(db, tx, key):
@@ -24,9 +26,7 @@ async def keys(db):
 async def run_async_body(db, body):
     """An ``async def`` body awaited on asyncio/Tornado, run by Deferred.fromCoroutine
     on Twisted (where ``async with tx.savepoint()`` awaits Deferreds)."""
-    if front_of(db) == "twisted":
-        return await ev(Deferred.fromCoroutine(body()))
-    return await body()
+    return await in_front(db, body())
 
 
 async def test_an_error_in_the_block_undoes_it_and_the_transaction_goes_on(db):

@@ -12,7 +12,10 @@ import adb
 import adb.sync
 from adb.errors import ConnectionLost, PoolClosed, StreamTimeout
 
-from ..conftest import FRONTS, ev
+from ..conftest import ALL_FRONTS, FRONTS, ev, fronts_fixture, in_front
+
+#: the core contract: every front-end, adb.trio included
+front = fronts_fixture(ALL_FRONTS)
 
 ROWS = 2500
 
@@ -42,9 +45,7 @@ def read(db, stream, limit=None):
             if limit is not None and len(rows) >= limit:
                 break
         return rows
-    if isinstance(db, adb.twisted.Database):
-        return ev(Deferred.fromCoroutine(collect()))
-    return collect()
+    return in_front(db, collect())
 
 
 async def settled(db, key="pinned", value=0, within=20.0):
@@ -161,14 +162,14 @@ async def test_an_exception_in_the_loop_closes_the_stream(db):
                     raise Stop
         run = consume()
         with pytest.raises(Stop):
-            await ev(Deferred.fromCoroutine(run) if isinstance(db, adb.twisted.Database) else run)
+            await in_front(db, run)
     await settled(db)
     assert await ev(db.runQuery(f"select count(*) from {db.table}")) == [(300,)]
 
 
 @pytest.mark.parametrize("front_name", ["asyncio", "tornado"])
 async def test_cancelling_the_consuming_task_closes_the_stream(front_name, target, table_name):
-    db = FRONTS[front_name](target.url, pool_size=2)
+    db = ALL_FRONTS[front_name](target.url, pool_size=2)
     got = []
     held = HeldAfterFirstBatch()
 

@@ -220,7 +220,7 @@ def test_the_protocol_check_can_fail(tmp_path: Path) -> None:
 
 
 FRONT_END_WORDS = ("_blocking", "waiting", "Waiting", "FrontEnd", "Waiter", "Deferred", "Future",
-                   "asyncio", "twisted", "tornado", "reactor", "loop")
+                   "asyncio", "twisted", "tornado", "trio", "reactor", "loop")
 
 
 @pytest.mark.parametrize("module", ["core.py", "engine.py"])
