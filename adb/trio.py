@@ -14,16 +14,15 @@ Cancellation is trio's: a task cancelled while it awaits a call gives the call
 up. A queued call then never runs, and a running statement is cancelled on the
 server within one watchdog tick, as on asyncio.
 
-The Database binds to the trio run of its first call (or ``token=``) and refuses
-calls from another run while that one lives; once it has ended, the next run's
-first call takes the Database over (test suites, where each test is a run).
+The Database binds to the trio run of its first call and refuses calls from
+another run while that one lives; once it has ended, the next run's first call
+takes the Database over (test suites, where each test is a run).
 """
 
 from __future__ import annotations
 
 import collections.abc
 import enum
-import threading
 import weakref
 from typing import TYPE_CHECKING, Any, Callable, Coroutine, Generator, Optional
 
@@ -160,19 +159,16 @@ class Timer:
 
 
 class TrioFrontEnd(LoopFrontEnd[TrioFuture]):
-    """Futures of one trio run: ``token=``, or the run of the first call."""
+    """Futures of one trio run: that of the first call, until it ends."""
 
     waiting = Waiting.AWAITS
     stream_class = Stream
     listener_class = Listener
 
-    def __init__(self, token: Optional[trio.lowlevel.TrioToken]) -> None:
+    def __init__(self) -> None:
+        #: the bound run's token (None until the first call)
         self.token: Optional[trio.lowlevel.TrioToken] = None
-        self._thread: Optional[int] = None
         self._moved: list[weakref.WeakMethod[Callable[[], None]]] = []
-        if token is not None:
-            self.token = token
-            self._thread = _run_thread(token)
 
     # -- the loop's primitives -----------------------------------------------------------
 
@@ -226,13 +222,10 @@ class TrioFrontEnd(LoopFrontEnd[TrioFuture]):
         try:
             token = trio.lowlevel.current_trio_token()
         except RuntimeError:
-            if self.token is not None and self._thread == threading.get_ident() \
-                    and _alive(self.token):
-                return self.token  # the host loop of a run in guest mode, on its thread
             raise InterfaceError(
-                f"{self.label}: call it from a trio task (inside trio.run), or pass "
-                "token= to Database; from another thread use trio.from_thread.run, or "
-                "adb.sync.Database for blocking code") from None
+                f"{self.label}: call it from a trio task (inside trio.run); from another "
+                "thread use trio.from_thread.run, or adb.sync.Database for blocking "
+                "code") from None
         if token is not self.token:
             self._bind(token)
         return token
@@ -243,7 +236,6 @@ class TrioFrontEnd(LoopFrontEnd[TrioFuture]):
             raise InterfaceError(
                 f"{self.label} is bound to another trio run; create one Database per run")
         self.token = token
-        self._thread = threading.get_ident()
         if old is not None:  # its run ended: this one takes over
             for method in self._moved:
                 fn = method()
@@ -286,15 +278,6 @@ def _nothing() -> None:
     pass
 
 
-def _run_thread(token: trio.lowlevel.TrioToken) -> Optional[int]:
-    """The thread that runs ``token``'s run: the caller's, if it is inside that run."""
-    try:
-        current = trio.lowlevel.current_trio_token()
-    except RuntimeError:
-        return None
-    return threading.get_ident() if current is token else None
-
-
 class Database(BaseDatabase[TrioFuture]):
     """The trio front-end's Database: every method returns a ``TrioFuture`` to await
     in a trio task.
@@ -302,16 +285,14 @@ class Database(BaseDatabase[TrioFuture]):
     Every other keyword is an option of ``adb.core.BaseDatabase``, the same on
     every front-end.
 
-    :param token: the trio run to deliver results on (``trio.lowlevel.current_trio_token()``
-        inside it); default: the run of the first call.
+    It binds to the trio run of its first call.
     """
     __doc__ = frontend_doc(__doc__)
 
     _frontend: TrioFrontEnd
 
-    def __init__(self, url: URL = EMBEDDED, *, token: Optional[trio.lowlevel.TrioToken] = None,
-                 **options: Unpack[Options]) -> None:
-        self._frontend = TrioFrontEnd(token)
+    def __init__(self, url: URL = EMBEDDED, **options: Unpack[Options]) -> None:
+        self._frontend = TrioFrontEnd()
         super().__init__(url, **options)
 
     async def close(self, timeout: Optional[float] = None) -> None:
