@@ -275,9 +275,9 @@ async def close(db: Any) -> None:
     await ev(db.close())
 
 
-def fronts_fixture(fronts: dict[str, Callable[..., Any]]) -> Any:
-    """The ``front`` fixture over ``fronts``: a front-end's name; a trio run the test
-    hosted ends with it."""
+def fronts_fixture(fronts: Iterable[str]) -> Any:
+    """The ``front`` fixture over the names ``fronts`` (a mapping's keys): a front-end's
+    name; a trio run the test hosted ends with it."""
     @pytest_asyncio.fixture(params=list(fronts), name="front")
     async def front(request):
         yield request.param

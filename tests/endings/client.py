@@ -7,6 +7,9 @@ its script, with the graceful shutdown docs/usage.md and docs/recipes.md show:
 - asyncio, Tornado: ``asyncio.run(main())``; SIGINT is asyncio's own (the main
   task is cancelled; ``async with Database`` closes it); SIGTERM sets an Event and
   the program stops taking work and awaits ``db.close()`` (the recipe);
+- adb.trio: ``trio.run(main)``; SIGINT is trio's own (KeyboardInterrupt in the main
+  task, whose nursery cancels the clients; ``close()`` on the way out); SIGTERM comes
+  through ``trio.open_signal_receiver`` and is the recipe's graceful stop;
 - adb.sync: a script, its one client in the main thread (with the fork ending,
   more clients in threads); SIGINT raises KeyboardInterrupt, SIGTERM a SystemExit
   from ``signal.signal``; the script closes the Database on the way out, or (spec
@@ -197,6 +200,55 @@ def fork_async(db: Any) -> None:
     watch_child(pid)
 
 
+# -- adb.trio ---------------------------------------------------------------------------
+
+
+async def main_trio(spec: dict[str, Any]) -> None:
+    import trio
+
+    import adb.trio
+    db = adb.trio.Database(spec["url"], **options(spec))
+    token = trio.lowlevel.current_trio_token()
+    closing = True
+
+    def pause() -> tuple[Any, Any]:
+        flag = trio.Event()
+        return flag.wait(), lambda: token.run_sync_soon(flag.set)
+    try:
+        env = make_env(spec, db)
+        env.trio, env.pause = True, pause
+        async with trio.open_nursery() as program:
+            clients_done = trio.Event()
+
+            async def clients() -> None:
+                async with trio.open_nursery() as nursery:
+                    for c, kinds in enumerate(spec["clients"]):
+                        nursery.start_soon(run_async, env, c, kinds, ASYNC)
+                clients_done.set()
+                program.cancel_scope.cancel()  # the work is over: so is the program
+            program.start_soon(clients)
+            with trio.open_signal_receiver(signal.SIGTERM, signal.SIGUSR2,
+                                           signal.SIGUSR1) as received:
+                say(ready=True)
+                async for signum in received:
+                    if signum == signal.SIGUSR1:
+                        fork_async(db)
+                        released(env)
+                        continue
+                    released(env)
+                    if signum == signal.SIGUSR2:
+                        closing = False  # the program returns at once, closing nothing
+                        program.cancel_scope.cancel()
+                        return
+                    env.stop.set()  # SIGTERM: the recipe's graceful stop
+                    await db.close()  # the calls it accepted finish first
+                    await clients_done.wait()
+    finally:
+        if closing:  # also on SIGINT: trio raised KeyboardInterrupt in the main task
+            with trio.CancelScope(shield=True):
+                await db.close()
+
+
 # -- adb.sync ---------------------------------------------------------------------------
 
 
@@ -326,6 +378,9 @@ def main() -> None:
         asyncio.run(main_async(spec))
     elif spec["front"] == "sync":
         main_sync(spec)
+    elif spec["front"] == "trio":
+        import trio
+        trio.run(main_trio, spec)
     else:
         main_twisted(spec)
 

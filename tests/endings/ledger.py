@@ -30,6 +30,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
+import trio
 from twisted.internet import defer
 
 from adb import errors
@@ -40,7 +41,7 @@ SETTLED = (ACK, NOT_RUN, MAYBE, DROPPED)
 #: what a caller gets when it gave up on a call (its own cancel, Ctrl-C, SystemExit,
 #: its coroutine closed by a program shutting down)
 GAVE_UP = (asyncio.CancelledError, concurrent.futures.CancelledError, defer.CancelledError,
-           KeyboardInterrupt, SystemExit, GeneratorExit)
+           trio.Cancelled, KeyboardInterrupt, SystemExit, GeneratorExit)
 #: adb's errors that say the call never ran
 NEVER_RAN = (errors.PoolClosed, errors.PoolTimeout, errors.QueueFull, errors.TransactionError)
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from .scenario import Plan
 from .work import DROPIN_KINDS, KINDS
 
-FRONTS = ("asyncio", "tornado", "twisted", "sync", "dropin")
+FRONTS = ("asyncio", "tornado", "twisted", "sync", "dropin", "trio")
 DRIVERS = ("sqlite", "postgresql", "psycopg", "mysql")
 #: kinds of work whose statements wait at the gate (copy_in and streams do not)
 GATED = set(KINDS) - {"copy", "stream"}
@@ -27,13 +27,13 @@ HOLDING = {"block", "explicit", "run_transaction", "savepoint", "abandon"}
 IN_PROCESS = {
     "close": FRONTS,
     "close_start": ("dropin",),  # adbapi's start() after close()
-    "cancel": ("asyncio", "tornado", "twisted", "dropin"),  # adb.sync: SIGINT, below
-    "timeout": ("asyncio", "tornado", "twisted", "sync"),  # the drop-in takes no timeout=
-    "statement_timeout": ("asyncio", "tornado", "twisted", "sync"),
+    "cancel": ("asyncio", "tornado", "twisted", "dropin", "trio"),  # adb.sync: SIGINT, below
+    "timeout": ("asyncio", "tornado", "twisted", "sync", "trio"),  # the drop-in takes no timeout=
+    "statement_timeout": ("asyncio", "tornado", "twisted", "sync", "trio"),
     "kill": FRONTS,
     "restart": FRONTS,  # a private PostgreSQL, restarted -m fast
     "crash": FRONTS,  # the same, -m immediate
-    "drop": ("asyncio", "tornado", "twisted", "sync"),
+    "drop": ("asyncio", "tornado", "twisted", "sync", "trio"),
 }
 #: endings that need a server / a private PostgreSQL
 SERVER_ONLY = {"kill", "restart", "crash"}

@@ -28,15 +28,19 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
+import trio
+import trio.lowlevel
 from twisted.internet.asyncioreactor import AsyncioSelectorReactor
 from twisted.internet.defer import Deferred
 
 import adb
 import adb.sync
 import adb.tornado
+import adb.trio
 import adb.twisted
 from benchmarks import privateserver
 
+from .. import trio_guest
 from ..conftest import server_kwargs_of
 from .ledger import ACK, MAYBE, NOT_RUN, UNKNOWN, Ledger
 from .site import DBAPI, Site, thread_ids
@@ -159,6 +163,9 @@ def make_db(plan: Plan, site: Site, reactor: Any) -> Any:
         return adb.twisted.Database(site.url, reactor=reactor, **options)
     if plan.front == "sync":
         return adb.sync.Database(site.url, **options)
+    if plan.front == "trio":  # a trio run hosted by the example's loop
+        trio_guest.guest()
+        return adb.trio.Database(site.url, **options)
     if site.kind == "sqlite":
         connkw: dict[str, Any] = {"database": site.url[len("sqlite:///"):],
                                   "check_same_thread": False}
@@ -198,6 +205,9 @@ class Clients:
             elif plan.front in ("twisted", "dropin"):
                 deferred = Deferred.fromCoroutine(run_async(env, c, list(kinds), work))
                 future, cancel = deferred.asFuture(loop), deferred.cancel
+            elif plan.front == "trio":  # a task of the hosted run; cancelled the trio way
+                future = trio_guest.guest().run(run_async(env, c, list(kinds), work))
+                cancel = future.cancel
             else:
                 task = asyncio.ensure_future(run_async(env, c, list(kinds), work))
                 future, cancel = task, task.cancel
@@ -246,6 +256,19 @@ def pauses(plan: Plan) -> Callable[[], tuple[Any, Callable[[], None]]]:
             flag = threading.Event()
             return flag, flag.set
         return event
+    if plan.front == "trio":  # an Event of the hosted run, set through its token
+        token = trio.lowlevel.current_trio_token()
+
+        def trio_event() -> tuple[Any, Callable[[], None]]:
+            flag = trio.Event()
+
+            def release() -> None:
+                try:
+                    token.run_sync_soon(flag.set)
+                except trio.RunFinishedError:  # the example is over: nobody waits
+                    pass
+            return flag.wait(), release
+        return trio_event
     loop = asyncio.get_running_loop()
 
     def pause() -> tuple[Any, Callable[[], None]]:
@@ -295,7 +318,8 @@ def start_close(plan: Plan, db: Any) -> asyncio.Future[Any]:
         if result is None:
             done.set_result(None)
             return
-        closing = asyncio.ensure_future(result)
+        closing = trio_guest.guest().run(result) if plan.front == "trio" \
+            else asyncio.ensure_future(result)
 
         def closed(f: asyncio.Future[Any]) -> None:
             if done.done():
@@ -431,6 +455,8 @@ async def close_db(plan: Plan, db: Any, out: Outcome) -> None:
         ok, _ = await bounded(in_thread(db.close), BOUND)
     else:
         result = db.close()
+        if plan.front == "trio":
+            result = trio_guest.guest().run(result)
         ok, _ = await bounded(result.asFuture(asyncio.get_running_loop())
                               if isinstance(result, Deferred) else result, BOUND)
     if not ok:
@@ -503,6 +529,7 @@ async def run(plan: Plan, tmp_dir: str, private: Any = None) -> Outcome:
         if reactor is not None:
             reactor.removeReader(reactor.waker)
             reactor.waker.connectionLost(None)
+        await trio_guest.stop_guest()
         await in_thread(site.drop)
     return out
 
@@ -512,6 +539,7 @@ async def run_in(plan: Plan, site: Site, reactor: Any, out: Outcome, private: An
     ledger = Ledger()
     db = make_db(plan, site, reactor)
     env = Env(db, site, ledger, twisted=plan.front in ("twisted", "dropin"),
+              trio=plan.front == "trio",
               hold_at=plan.moment[1] if plan.moment[0] == "hold" else 0, pause=pauses(plan))
     ids = thread_ids(connections_of(db)) if site.kind == "mysql" else []
     if plan.moment[0] == "running" and site.gated:

@@ -48,6 +48,7 @@ class Env:
     site: Site
     ledger: Ledger
     twisted: bool = False  # ASYNC on Twisted: a runTransaction function returns a Deferred
+    trio: bool = False  # ASYNC on adb.trio: the clients are tasks of a trio run
     stop: threading.Event = field(default_factory=threading.Event)
     #: the pause point a client holds at for the ending (0: none), and how a pause
     #: is made on this front-end: () -> (what the client waits on, its release)
@@ -134,13 +135,22 @@ async def a_standalone(env: Env, c: int, i: int) -> None:
 
 async def a_burst(env: Env, c: int, i: int) -> None:
     """Eight standalone inserts at once (what queues behind busy workers)."""
-    await gather_all([a_standalone(env, c, 1000 + i * 10 + k) for k in range(8)], env.twisted)
+    await gather_all([a_standalone(env, c, 1000 + i * 10 + k) for k in range(8)], env)
 
 
-async def gather_all(coroutines: list[Any], twisted: bool) -> None:
+async def gather_all(coroutines: list[Any], env: Env) -> None:
     """Run ``coroutines`` at once and wait for them all; a caller's give-up is
     raised once they have all answered."""
-    if twisted:
+    if env.trio:  # a nursery: a child's give-up (its Cancelled) ends it as trio does
+        import trio
+
+        async def run(coroutine: Any) -> None:
+            await coroutine
+        async with trio.open_nursery() as nursery:
+            for coroutine in coroutines:
+                nursery.start_soon(run, coroutine)
+        return
+    if env.twisted:
         from twisted.internet import defer
         results = await defer.DeferredList([Deferred.fromCoroutine(co) for co in coroutines],
                                            consumeErrors=True)
@@ -586,4 +596,5 @@ DROPIN = {"standalone": d_standalone, "burst": a_burst, "interaction": d_interac
 
 def runner(front: str) -> Optional[dict[str, Any]]:
     """The work table of an async front-end (None: adb.sync, run in threads)."""
-    return {"asyncio": ASYNC, "tornado": ASYNC, "twisted": ASYNC, "dropin": DROPIN}.get(front)
+    return {"asyncio": ASYNC, "tornado": ASYNC, "twisted": ASYNC, "trio": ASYNC,
+            "dropin": DROPIN}.get(front)

@@ -10,6 +10,8 @@ import uuid
 import adb.sync
 from adb.errors import ConnectionLost, PoolClosed, PoolTimeout, QueueFull, StatementTimeout
 
+from ..conftest import ev
+
 #: outcomes that say the call never ran / may have run
 NOT_RUN = (PoolTimeout, QueueFull, PoolClosed)
 #: the longest a load may run waiting for the fault it is for to be seen, and the
@@ -90,7 +92,7 @@ async def fire(db, table, count, ledger, prefix="t", **kw):
     async def one(i):
         token = f"{prefix}{i}"
         try:
-            outcome = await db.runOperation(table.insert_sql(), (token, i), **kw)
+            outcome = await ev(db.runOperation(table.insert_sql(), (token, i), **kw))
         except Exception as exc:
             outcome = exc
         ledger.record(token, outcome, loop.time() - start)
@@ -127,7 +129,7 @@ async def load_until(db, table, ledger, seen, lanes, prefix="t", what="the fault
             token, started = f"{prefix}{i}", loop.time()
             made += 1
             try:
-                outcome = await db.runOperation(table.insert_sql(), (token, i))
+                outcome = await ev(db.runOperation(table.insert_sql(), (token, i)))
             except Exception as exc:
                 outcome = exc
             ledger.record(token, outcome, loop.time() - started)
@@ -192,7 +194,7 @@ async def recovers(db, probes=20, within=10.0):
         if loop.time() - start > within:
             raise AssertionError(f"the pool did not serve again within {within} s: {last!r}")
         try:
-            assert await db.runQuery("select 1") == [(1,)]
+            assert await ev(db.runQuery("select 1")) == [(1,)]
             streak += 1
         except Exception as exc:
             last, streak = exc, 0

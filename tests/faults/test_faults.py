@@ -22,14 +22,37 @@ import adb
 import adb.pool
 import adb.options
 import adb.sync
+import adb.trio
 from adb.session import LIVENESS_AFTER
 from adb.errors import ConnectionLost, ForkError, PoolClosed, QueueFull, ServerUnavailable, StatementTimeout, TransactionError
 
 from benchmarks import privateserver
 from benchmarks.faultproxy import FaultProxy
 
-from ..conftest import PIPELINE_VARIANTS, URLS, psycopg_url, require_server, with_pool_options
+from .. import trio_guest
+from ..conftest import (PIPELINE_VARIANTS, URLS, close, ev, fronts_fixture, gather_calls,
+                        psycopg_url, require_server, with_pool_options)
 from .ledger import Ledger, TokenTable, cut_under_load, fire, load_until, recovers, repeatedly, until
+
+
+#: the front-ends the faults run on: asyncio, and trio (hosted on the test's own loop,
+#: ``tests/trio_guest.py``, its calls awaited through ``ev``)
+FRONT_CLASSES = {"asyncio": adb.Database, "trio": adb.trio.Database}
+front = fronts_fixture(FRONT_CLASSES)
+
+
+def database(front, *args, **kwargs):
+    """A Database of ``front``, on the running test's loop."""
+    if front == "trio":
+        trio_guest.guest()
+    return FRONT_CLASSES[front](*args, **kwargs)
+
+
+def tuned(front, **options):
+    """``front``'s Database class with adb's protected pool options set."""
+    if front == "trio":
+        trio_guest.guest()
+    return with_pool_options(FRONT_CLASSES[front], **options)
 
 
 def report(name, **figures):
@@ -134,28 +157,28 @@ def tokens(request):
 
 
 @pytest.mark.parametrize("kind", KINDS)
-async def test_idle_backends_killed_cost_no_errors(kind):
+async def test_idle_backends_killed_cost_no_errors(front, kind):
     name = unique(f"adb-f1-{kind}")
-    db = adb.Database(url_for(kind, name), pool_size=4, name=name)
-    await asyncio.gather(*(db.runQuery("select 1") for _ in range(8)))
+    db = database(front, url_for(kind, name), pool_size=4, name=name)
+    await gather_calls(db.runQuery("select 1") for _ in range(8))
     await all_connected(db, 4)
     used = time.monotonic()
     assert kill_all(db, kind, wait=True) == 4
     # idle past the socket check's threshold (docs/failures.md, rule 3), and gone on
     # the server: each socket holds the server's goodbye or EOF
     await asyncio.sleep(max(0.0, used + 2 * LIVENESS_AFTER - time.monotonic()))
-    results = await asyncio.gather(*(db.runQuery("select 1") for _ in range(100)))
+    results = await gather_calls(db.runQuery("select 1") for _ in range(100))
     assert results == [[(1,)]] * 100  # every dead socket was seen before anything was sent
     report("F1 idle kill", kind=kind, errors=0, reconnects=db.stats()["connects"] - 4)
-    await db.close()
+    await close(db)
 
 
 @pytest.mark.parametrize("kind", KINDS)
-async def test_kills_under_load(kind, tokens):
+async def test_kills_under_load(front, kind, tokens):
     """Every 100 ms the server kills every connection of the pool, under a load that
     goes on until five kills have been made and calls in flight have met one."""
     name = unique(f"adb-f2-{kind}")
-    db = adb.Database(url_for(kind, name), pool_size=8, name=name)
+    db = database(front, url_for(kind, name), pool_size=8, name=name)
     table = tokens(kind)
     ledger = Ledger()
     with repeatedly(lambda: kill_all(db, kind)) as kills:
@@ -167,49 +190,49 @@ async def test_kills_under_load(kind, tokens):
     assert figures["ok"] > 0 and figures["ambiguous"] + figures["not_run"] > 0
     report("F2 kills under load", kind=kind, kills=len(kills), recovery_s=round(recovery, 2),
            **figures)
-    await db.close()
+    await close(db)
 
 
 @pytest.mark.parametrize("kind", ["postgresql", "psycopg"])
-async def test_kill_inside_transaction(kind, tokens):
+async def test_kill_inside_transaction(front, kind, tokens):
     name = unique(f"adb-f3-{kind}")
-    db = adb.Database(url_for(kind, name), pool_size=2, name=name)
+    db = database(front, url_for(kind, name), pool_size=2, name=name)
     table = tokens(kind)
-    tx = await db.beginTransaction()
-    await tx.runOperation(table.insert_sql(), ("in-tx", 1))
+    tx = await ev(db.beginTransaction())
+    await ev(tx.runOperation(table.insert_sql(), ("in-tx", 1)))
     assert kill_all(db, kind, wait=True) >= 1
     with pytest.raises(ConnectionLost) as info:
-        await tx.runOperation(table.insert_sql(), ("in-tx", 2))
+        await ev(tx.runOperation(table.insert_sql(), ("in-tx", 2)))
     assert info.value.may_have_run
     with pytest.raises(TransactionError, match="lost its connection"):
-        await tx.runOperation(table.insert_sql(), ("in-tx", 3))
+        await ev(tx.runOperation(table.insert_sql(), ("in-tx", 3)))
     with pytest.raises(TransactionError, match="nothing was committed"):
-        await tx.commit()
+        await ev(tx.commit())
     assert tx.state is adb.TxState.FAILED
     assert table.tokens() == []
     assert await recovers(db) < 10
-    await db.close()
+    await close(db)
 
 
-async def test_postgresql_restart_while_idle(private_postgresql):
-    db = adb.Database(with_query(private_postgresql.url, application_name="adb-f5i"),
+async def test_postgresql_restart_while_idle(front, private_postgresql):
+    db = database(front, with_query(private_postgresql.url, application_name="adb-f5i"),
                       pool_size=4, name="adb-f5i")
-    await asyncio.gather(*(db.runQuery("select 1") for _ in range(8)))
+    await gather_calls(db.runQuery("select 1") for _ in range(8))
     await all_connected(db, 4)  # no worker left to connect while the server is down
     start = time.monotonic()
     await asyncio.get_running_loop().run_in_executor(None, privateserver.restart,
                                                      private_postgresql, "fast")
     ready = time.monotonic() - start
-    results = await asyncio.gather(*(db.runQuery("select 1") for _ in range(50)))
+    results = await gather_calls(db.runQuery("select 1") for _ in range(50))
     assert results == [[(1,)]] * 50  # idle connections replaced before use: no errors
     assert db.stats()["connects"] >= 5  # the restart ended the first connections
     report("F5 restart idle", restart_s=round(ready, 2), errors=0,
            connects=db.stats()["connects"])
-    await db.close()
+    await close(db)
 
 
-async def test_postgresql_restart_under_load(private_postgresql):
-    db = adb.Database(with_query(private_postgresql.url, application_name="adb-f5l"),
+async def test_postgresql_restart_under_load(front, private_postgresql):
+    db = database(front, with_query(private_postgresql.url, application_name="adb-f5l"),
                       pool_size=8, name="adb-f5l")
     table = TokenTable(private_postgresql.url, "%s")
     ledger = Ledger()
@@ -235,15 +258,15 @@ async def test_postgresql_restart_under_load(private_postgresql):
         report("F5 restart under load", recovery_after_load_s=round(recovery, 2), **figures)
     finally:
         restarter.cancel()
-        await db.close()
+        await close(db)
         table.drop()
 
 
 @pytest.mark.parametrize("kind", KINDS)
-async def test_network_cut_under_load(kind, tokens):
+async def test_network_cut_under_load(front, kind, tokens):
     require_server(server_of(kind))
     proxy = proxy_for(kind)
-    db = adb.Database(via(proxy, url_of(kind)), pool_size=8)
+    db = database(front, via(proxy, url_of(kind)), pool_size=8)
     table = tokens(kind)
     ledger = Ledger()
     # the first cut once every worker is connected: the pool replaces each of them
@@ -255,18 +278,18 @@ async def test_network_cut_under_load(kind, tokens):
     assert sum(cut) >= 5 and db.stats()["connects"] > 8, (cut, db.stats()["connects"])
     report("F12 cut under load", kind=kind, connections_cut=sum(cut), recovery_s=round(recovery, 2),
            **figures)
-    await db.close()
+    await close(db)
     proxy.close()
 
 
-async def test_blackhole_ends_calls_at_their_timeout(tokens):
+async def test_blackhole_ends_calls_at_their_timeout(front, tokens):
     kind = "postgresql"
     require_server(kind)
     proxy = proxy_for(kind)
-    db = with_pool_options(adb.Database, cancel_grace=0.5)(
+    db = tuned(front, cancel_grace=0.5)(
         with_query(via(proxy, URLS[kind]), connect_timeout=1), pool_size=4, statement_timeout=0.5)
     table = tokens(kind)
-    await db.runQuery("select 1")
+    await ev(db.runQuery("select 1"))
     ledger = Ledger()
     proxy.blackhole(True)
     start = time.monotonic()
@@ -278,7 +301,7 @@ async def test_blackhole_ends_calls_at_their_timeout(tokens):
     figures = ledger.check(table.tokens())
     assert figures["ok"] == 0 and ledger.settle_max < 0.5 + 0.5 + 2 + 1.5 * 10
     report("F13 black hole", stuck_s=round(stuck_for, 2), recovery_s=round(recovery, 2), **figures)
-    await db.close()
+    await close(db)
     proxy.close()
 
 
@@ -296,7 +319,7 @@ def counted_connects(monkeypatch):
 
 
 @pytest.mark.parametrize("kind", KINDS)
-async def test_deaf_server_fails_fast(kind, monkeypatch):
+async def test_deaf_server_fails_fast(front, kind, monkeypatch):
     """A server that accepts and never answers: the pool's first connect makes one
     attempt and one immediate retry, and every later one a single attempt once the
     backoff allows it (never a retry per worker); a call meanwhile fails at once."""
@@ -305,20 +328,20 @@ async def test_deaf_server_fails_fast(kind, monkeypatch):
     proxy.deaf(True)
     made = counted_connects(monkeypatch)
     start = time.monotonic()
-    db = adb.Database(with_query(via(proxy, url_of(kind)), connect_timeout=1), pool_size=2)
+    db = database(front, with_query(via(proxy, url_of(kind)), connect_timeout=1), pool_size=2)
     try:
         def retries():
             """Of this pool's connects, how many could retry at once: its first only."""
             return [retry for pool, retry in made if pool is db._engine.pool].count(True)
 
         with pytest.raises(ServerUnavailable):
-            await db.runQuery("select 1")
+            await ev(db.runQuery("select 1"))
         first = time.monotonic() - start
         # the other worker met the backoff, or (on a slow machine) made a single
         # attempt of its own once the backoff (0.1 s) had passed
         assert retries() == 1
         with pytest.raises(ServerUnavailable):  # meanwhile: an answer without waiting
-            await db.runQuery("select 1")
+            await ev(db.runQuery("select 1"))
         elapsed = time.monotonic() - start
         assert retries() == 1
         # times only bound a hang: psycopg 3 raises a connect_timeout under 2 s to 2 s
@@ -330,22 +353,22 @@ async def test_deaf_server_fails_fast(kind, monkeypatch):
         report("F15 deaf server", kind=kind, failed_within_s=round(elapsed, 2),
                recovery_s=round(recovery, 2))
     finally:
-        await db.close()
+        await close(db)
         proxy.close()
 
 
-async def test_refused_server_backs_off_and_recovers():
+async def test_refused_server_backs_off_and_recovers(front):
     kind = "postgresql"
     require_server(kind)
     proxy = proxy_for(kind)
     proxy.refuse(True)
-    db = adb.Database(via(proxy, URLS[kind]), pool_size=4)
+    db = database(front, via(proxy, URLS[kind]), pool_size=4)
     started = time.monotonic()
     failures = 0
     while failures < 100:  # a number of calls, not of seconds: a slow machine makes fewer
         t = time.monotonic()
         with pytest.raises(ServerUnavailable) as info:
-            await db.runQuery("select 1")
+            await ev(db.runQuery("select 1"))
         # fast: never a wait for the backoff (up to 10 s) nor for a connect
         assert time.monotonic() - t < 1.0 and info.value.may_have_run is False
         failures += 1
@@ -356,17 +379,17 @@ async def test_refused_server_backs_off_and_recovers():
     proxy.refuse(False)
     recovery = await recovers(db)
     report("F7 server down", calls=failures, connect_attempts=attempts, recovery_s=round(recovery, 2))
-    await db.close()
+    await close(db)
     proxy.close()
 
 
 @pytest.mark.parametrize("kind", KINDS)
-async def test_cancel_running_query(kind):
+async def test_cancel_running_query(front, kind):
     """A query the server is running (seen in its own view) cancelled by the
     caller: the caller gets its answer at once, the server stops the query well
     before it would have ended (30 s), and the pool serves on."""
     name = unique(f"adb-f19-{kind}")
-    db = adb.Database(url_for(kind, name), pool_size=2, name=name)
+    db = database(front, url_for(kind, name), pool_size=2, name=name)
     marker = f"adb-f19-{uuid.uuid4().hex[:8]}"  # this test's query, not another's
     sleep = (f"select pg_sleep(30) /* {marker} */" if server_of(kind) == "postgresql"
              else f"select sleep(30) /* {marker} */")
@@ -377,7 +400,7 @@ async def test_cancel_running_query(kind):
                                            "query = %s and state = 'active'", (sleep,))
             return admin.runQueryValue("select count(*) from information_schema.processlist "
                                        "where info = %s", (sleep,))
-        query = asyncio.ensure_future(db.runQuery(sleep))
+        query = asyncio.ensure_future(ev(db.runQuery(sleep)))
         await until(lambda: running() == 1 or query.done(), "the sleep to run on the server")
         start = time.monotonic()
         with pytest.raises(asyncio.TimeoutError):
@@ -385,14 +408,14 @@ async def test_cancel_running_query(kind):
         cancelled_in = time.monotonic() - start
         assert cancelled_in < 3.0  # not the 30 s of the sleep, nor its cancel's round trip
         await until(lambda: running() == 0, "the cancelled sleep to end on the server", limit=20)
-    echoes = await asyncio.gather(*(db.runQuery("select %s", (i,)) for i in range(1000)))
+    echoes = await gather_calls(db.runQuery("select %s", (i,)) for i in range(1000))
     assert echoes == [[(i,)] for i in range(1000)]
     report("F19 cancel running", kind=kind, cancelled_in_s=round(cancelled_in, 2))
-    await db.close()
+    await close(db)
 
 
 @pytest.mark.parametrize("kind", ["postgresql", "psycopg", "mysql", "sqlite"])
-async def test_statement_timeout_cancels_on_the_server(kind, tmp_path):
+async def test_statement_timeout_cancels_on_the_server(front, kind, tmp_path):
     if kind == "sqlite":
         url, slow = f"sqlite:///{tmp_path}/slow.db", (
             "with recursive c(x) as (select 1 union all select x + 1 from c) "
@@ -402,46 +425,46 @@ async def test_statement_timeout_cancels_on_the_server(kind, tmp_path):
         slow = "select pg_sleep(30)" if server_of(kind) == "postgresql" else (
             "select count(*) from information_schema.columns a, information_schema.columns b, "
             "information_schema.columns c")  # a killed SLEEP() returns 1 instead of failing
-    db = adb.Database(url, pool_size=1, statement_timeout=0.3)
-    assert await db.runQuery("select 1") == [(1,)]  # connected: the time below is the query's
+    db = database(front, url, pool_size=1, statement_timeout=0.3)
+    assert await ev(db.runQuery("select 1")) == [(1,)]  # connected: the time below is the query's
     start = time.monotonic()
     with pytest.raises(StatementTimeout) as info:
-        await db.runQuery(slow)
+        await ev(db.runQuery(slow))
     # cancelled on the server long before the sleep's end, and (may_have_run False)
     # before the cancel grace (2 s) would have cut the connection; slack for a loaded machine
     assert time.monotonic() - start < 3.0
     assert info.value.may_have_run is False
-    assert await db.runQuery("select 1", statement_timeout=5) == [(1,)]
-    await db.close()
+    assert await ev(db.runQuery("select 1", statement_timeout=5)) == [(1,)]
+    await close(db)
 
 
-async def test_max_lifetime_rotates_connections_without_errors():
+async def test_max_lifetime_rotates_connections_without_errors(front):
     kind = "postgresql"
-    db = adb.Database(url_for(kind, "adb-f17"), pool_size=2, max_lifetime=0.3)
+    db = database(front, url_for(kind, "adb-f17"), pool_size=2, max_lifetime=0.3)
     pids: set[int] = set()
     end = time.monotonic() + 30  # calls go on until connections have been rotated
     while len(pids) <= 4 or db.stats()["recycled"] < 2:
         assert time.monotonic() < end, (pids, db.stats())
-        rows = await asyncio.gather(*(db.runQuery("select pg_backend_pid()") for _ in range(10)))
+        rows = await gather_calls(db.runQuery("select pg_backend_pid()") for _ in range(10))
         pids.update(r[0][0] for r in rows)
         await asyncio.sleep(0.05)
     assert db.stats()["errors"] == 0
     report("F17 max_lifetime", backends_seen=len(pids), recycled=db.stats()["recycled"])
-    await db.close()
+    await close(db)
 
 
-async def test_max_idle_closes_unused_connections():
+async def test_max_idle_closes_unused_connections(front):
     name = unique("adb-idle")
-    db = adb.Database(url_for("postgresql", name), pool_size=3, max_idle=0.2)
-    await asyncio.gather(*(db.runQuery("select 1") for _ in range(6)))
+    db = database(front, url_for("postgresql", name), pool_size=3, max_idle=0.2)
+    await gather_calls(db.runQuery("select 1") for _ in range(6))
     # each idle connection closed: by the pool's count and by the server's
     await until(lambda: db.stats()["connected"] == 0, "the idle connections to close")
     with adb.sync.Database(URLS["postgresql"], pool_size=1) as admin:
         await until(lambda: admin.runQueryValue("select count(*) from pg_stat_activity "
                                                 "where application_name = %s", (name,)) == 0,
                     "the server to see the idle connections closed")
-    assert await db.runQuery("select 1") == [(1,)]
-    await db.close()
+    assert await ev(db.runQuery("select 1")) == [(1,)]
+    await close(db)
 
 
 async def test_backpressure_wait_keeps_a_burst_in_bounded_memory(tmp_path):
@@ -452,27 +475,27 @@ async def test_backpressure_wait_keeps_a_burst_in_bounded_memory(tmp_path):
     report("F23 burst, wait mode", calls=calls, seconds=round(seconds, 1),
            rss_growth_mb=round(grown_mb, 1))
     raising = adb.Database("sqlite://", max_queued=10, on_full="raise")
-    tx = await raising.beginTransaction()  # the only worker is pinned: nothing drains
+    tx = await ev(raising.beginTransaction())  # the only worker is pinned: nothing drains
     pending = [raising.runQuery("select 1") for _ in range(10)]
     with pytest.raises(QueueFull, match="max_queued=10"):
         raising.runQuery("select 1")
-    await tx.rollback()
-    assert await asyncio.gather(*pending) == [[(1,)]] * 10
-    await raising.close()
+    await ev(tx.rollback())
+    assert await gather_calls(pending) == [[(1,)]] * 10
+    await close(raising)
 
 
-async def test_close_under_load_settles_everything(tokens):
+async def test_close_under_load_settles_everything(front, tokens):
     kind = "postgresql"
-    db = adb.Database(url_for(kind, "adb-f25"), pool_size=4)
+    db = database(front, url_for(kind, "adb-f25"), pool_size=4)
     table = tokens(kind)
     threads_before = threading.active_count()
-    txs = [await db.beginTransaction() for _ in range(3)]
+    txs = [await ev(db.beginTransaction()) for _ in range(3)]
     for tx in txs:
-        await tx.runOperation(table.insert_sql(), ("tx", 0))
+        await ev(tx.runOperation(table.insert_sql(), ("tx", 0)))
     pending = [db.runOperation(table.insert_sql(), (f"c{i}", i)) for i in range(2000)]
     start = time.monotonic()
-    await db.close(timeout=0.2)
-    results = await asyncio.gather(*pending, return_exceptions=True)
+    await ev(db.close(timeout=0.2))
+    results = await asyncio.gather(*(ev(call) for call in pending), return_exceptions=True)
     elapsed = time.monotonic() - start
     ok = [r for r in results if r == 1]
     closed = [r for r in results if isinstance(r, PoolClosed)]
@@ -484,7 +507,7 @@ async def test_close_under_load_settles_everything(tokens):
     assert "tx" not in present and len(present) == len(ok)
     # the worker threads have ended (joined by close()); the watchdog ends right after
     await until(lambda: threading.active_count() <= threads_before, "the pool's threads to end")
-    await db.close()  # idempotent
+    await close(db)  # idempotent
     report("F25 close under load", ok=len(ok), closed=len(closed), close_s=round(elapsed, 2))
 
 
@@ -510,12 +533,12 @@ def test_fork_child_gets_a_clear_error(tmp_path):
 
 
 @pytest.mark.parametrize("kind", ["postgresql", "mysql", "mysql/pipeline=off"])
-async def test_slow_network_costs_time_not_correctness(kind, tokens):
+async def test_slow_network_costs_time_not_correctness(front, kind, tokens):
     require_server(server_of(kind))
     proxy = proxy_for(kind)
-    db = adb.Database(via(proxy, url_of(kind)), pool_size=8)
+    db = database(front, via(proxy, url_of(kind)), pool_size=8)
     table = tokens(kind)
-    await db.runQuery("select 1")
+    await ev(db.runQuery("select 1"))
     proxy.delay(0.03)  # 30 ms on every chunk, both ways
     ledger = Ledger()
     start = time.monotonic()
@@ -524,11 +547,11 @@ async def test_slow_network_costs_time_not_correctness(kind, tokens):
     figures = ledger.check(table.tokens())
     assert figures["ok"] == 300  # slower, never wrong
     report("F14 delay", kind=kind, seconds=round(elapsed, 2), **figures)
-    await db.close()
+    await close(db)
     proxy.close()
 
 
-async def test_a_killed_pipeline_leaves_at_most_its_depth_in_doubt(tokens):
+async def test_a_killed_pipeline_leaves_at_most_its_depth_in_doubt(front, tokens):
     """Pipelines (on by default on MariaDB) widen what a lost connection leaves in
     doubt: every statement sent whose answer was not read. Answers read before the
     break settle their calls, and a pipeline holds at most PIPELINE_DEPTH calls, so
@@ -538,10 +561,10 @@ async def test_a_killed_pipeline_leaves_at_most_its_depth_in_doubt(tokens):
     kind = "mysql"
     require_server(server_of(kind))
     depth = adb.options.PIPELINE_DEPTH
-    db = adb.Database(url_of(kind), pool_size=10, name="adb-f-pipeline-doubt")
+    db = database(front, url_of(kind), pool_size=10, name="adb-f-pipeline-doubt")
     assert db.stats()["pool_size"] == 10
     table = tokens(kind)
-    await db.runQuery("select 1")
+    await ev(db.runQuery("select 1"))
     assert db._engine.driver.pipeline_depth == depth
     ledger = Ledger()
     killed = []
@@ -570,4 +593,4 @@ async def test_a_killed_pipeline_leaves_at_most_its_depth_in_doubt(tokens):
                **figures)
     finally:
         timer.join()
-        await db.close()
+        await close(db)
