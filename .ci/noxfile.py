@@ -30,6 +30,7 @@ DEFAULT = f"{sys.version_info.major}.{sys.version_info.minor}"
 #: the core contract: the public contract on every front-end and each front-end's own tests
 CORE = ("tests/contract/test_spec.py", "tests/contract/test_sync.py",
         "tests/contract/test_tornado.py", "tests/contract/test_twisted.py",
+        "tests/contract/test_trio.py",
         "tests/adbapi/test_twisted_adbapi.py", "tests/contract/test_adisp_compat.py",
         "tests/features/test_savepoint.py", "tests/features/test_retry.py",
         "tests/features/test_stream.py")
