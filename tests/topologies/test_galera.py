@@ -26,6 +26,10 @@ import adb.sync
 from ..conftest import FRONTS, Target, close, ev
 from . import galera
 from ..contract.test_spec import *  # noqa: F401,F403  (the spec, collected again against the cluster)
+from ..conftest import fronts_fixture
+
+#: the spec's four front-ends here (the spec module's own ``front`` adds trio)
+front = fronts_fixture(FRONTS)
 
 # not about servers: collected once, by test_spec
 del test_named_tuple_columns_that_are_not_identifiers  # noqa: F821

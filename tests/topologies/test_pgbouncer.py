@@ -31,6 +31,10 @@ from adb.errors import InterfaceError, StatementTimeout
 
 from ..conftest import FRONTS, IN_CI, URLS, Target, close, ev, with_pool_options
 from ..contract.test_spec import *  # noqa: F401,F403 - the contract tests, collected again here
+from ..conftest import fronts_fixture
+
+#: the spec's four front-ends here (the spec module's own ``front`` adds trio)
+front = fronts_fixture(FRONTS)
 
 del test_named_tuple_columns_that_are_not_identifiers  # noqa: F821 - no server in it
 
