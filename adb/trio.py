@@ -65,13 +65,13 @@ class TrioFuture:
 
     __slots__ = ("_event", "state", "_ok", "_value", "_scope", "_driven", "__weakref__")
 
-    def __init__(self) -> None:
+    def __init__(self, scope: Optional[trio.CancelScope] = None) -> None:
         self._event = trio.Event()
         self.state = FutureState.PENDING
         self._ok = False
         self._value: Any = None
         #: the cancel scope of the system task that settles it (``spawn``), if any
-        self._scope: Optional[trio.CancelScope] = None
+        self._scope = scope
         #: the wait that ``send``/``throw`` drive, when it is run as a coroutine
         self._driven: Optional[Coroutine[Any, Any, Any]] = None
 
@@ -201,9 +201,9 @@ class TrioFrontEnd(LoopFrontEnd[TrioFuture]):
 
     def spawn(self, coroutine: Any) -> TrioFuture:
         """Run adb's own coroutine in a system task; cancelled if its future is given up."""
-        future = TrioFuture()
-        future._scope = trio.CancelScope()
-        self._in_run(trio.lowlevel.spawn_system_task, _settle_with, coroutine, future)
+        scope = trio.CancelScope()
+        future = TrioFuture(scope)
+        self._in_run(trio.lowlevel.spawn_system_task, _settle_with, coroutine, future, scope)
         return future
 
     def _in_run(self, fn: Callable[..., Any], *args: Any) -> None:
@@ -246,10 +246,9 @@ class TrioFrontEnd(LoopFrontEnd[TrioFuture]):
         self._moved.append(weakref.WeakMethod(fn))
 
 
-async def _settle_with(coroutine: Any, future: TrioFuture) -> None:
-    """A system task's body: ``coroutine``'s outcome settles ``future``."""
-    scope = future._scope
-    assert scope is not None
+async def _settle_with(coroutine: Any, future: TrioFuture, scope: trio.CancelScope) -> None:
+    """A system task's body, in ``scope`` (``future``'s): ``coroutine``'s outcome
+    settles ``future``."""
     with scope:
         try:
             value = await coroutine
