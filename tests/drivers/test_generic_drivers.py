@@ -23,6 +23,7 @@ import adb
 import adb.sync
 from adb.drivers.base import readable
 from adb.errors import ConnectionLost, InterfaceError, TransactionError
+from adb.session import LIVENESS_AFTER
 from benchmarks import privateserver
 
 from ..conftest import IN_CI, URLS, require_server
@@ -124,6 +125,13 @@ def until_connected(db, count, limit=20):
         time.sleep(0.01)
 
 
+async def idle_past_the_socket_check(used):
+    """Return once connections last used at ``used`` count as idle: only then does
+    a call check the socket first (docs/failures.md, rule 3); a call within
+    ``LIVENESS_AFTER`` of the last use meets a dead socket itself (ConnectionLost)."""
+    await asyncio.sleep(max(0.0, used + 2 * LIVENESS_AFTER - time.monotonic()))
+
+
 def statement_seen(module, db_name, text, limit=20):
     """Return once the server shows a statement containing ``text`` running (the
     caller's own session excluded); on PostgreSQL only ``db_name``'s sessions."""
@@ -186,9 +194,11 @@ async def test_connections_killed_while_idle_cost_nothing(module):
     try:
         await asyncio.gather(*(db.runQuery("select 1") for _ in range(8)))
         await asyncio.to_thread(until_connected, db, 4)  # every start-up connect done
+        used = time.monotonic()
         before = db.stats()["connects"]
         kill_all(db, module)
         until_ended(db)
+        await idle_past_the_socket_check(used)
         for _ in range(30):  # one after another: each goes to the most recently idle worker
             assert rows(await db.runQuery("select 1")) == [(1,)]
         got = await asyncio.gather(*(db.runQuery("select 1") for _ in range(20)))
@@ -271,9 +281,11 @@ async def test_server_restarted_while_idle_costs_nothing(module, private_servers
         # idle means every worker's start-up connect is done: one still connecting
         # when the server went down would meet the restart, not an idle pool
         await asyncio.to_thread(until_connected, db, 3)
+        used = time.monotonic()
         before = db.stats()["connects"]
         await asyncio.get_running_loop().run_in_executor(None, privateserver.restart, server)
         until_ended(db)
+        await idle_past_the_socket_check(used)
         for _ in range(20):
             assert rows(await db.runQuery("select 1")) == [(1,)]
         assert db.stats()["connects"] > before  # the restart ended the first connections
