@@ -331,6 +331,44 @@ def pytest_pycollect_makeitem(collector, name, obj):
     outcome.force_result(plain)
 
 
+#: tests in different modules that must share one process under ``pytest -n N``
+#: (pytest-xdist, ``--dist loadgroup``), and why: the standby, the Galera nodes and the
+#: pgbouncers listen on fixed ports, and the packaging and compiled-build tests build
+#: the checkout itself (its ``build/`` and egg-info)
+SHARED_PROCESS = {
+    "tests/topologies/": "fixed ports",
+    "tests/project/test_packaging.py": "builds the checkout",
+    "tests/project/test_compiled.py": "builds the checkout",
+}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Under ``pytest -n N`` each test goes to whichever process is free, except those
+    that share something: the tests of a module with a module-scoped fixture of its
+    own (a private server, a built site, a started application) run in one process,
+    so it is made once, and so do the groups in ``SHARED_PROCESS``."""
+    if not hasattr(config, "workerinput"):  # not a pytest-xdist worker
+        return
+    for item in items:
+        path = item.nodeid.split("::")[0]
+        group = next((name for prefix, name in SHARED_PROCESS.items()
+                      if path.startswith(prefix)), None)
+        if group is None and _module_scoped(item):
+            group = path
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+def _module_scoped(item):
+    """True when ``item`` uses a fixture of the tests' own scoped wider than a test."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    return any(definition.scope != "function" and definition.baseid.startswith("tests")
+               for definitions in info.name2fixturedefs.values() for definition in definitions)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """Under CI=true a skipped test is a failed test: every server-backed test must run."""
