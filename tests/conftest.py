@@ -332,13 +332,21 @@ def pytest_pycollect_makeitem(collector, name, obj):
 
 
 #: tests in different modules that must share one process under ``pytest -n N``
-#: (pytest-xdist, ``--dist loadgroup``), and why: the standby, the Galera nodes and the
-#: pgbouncers listen on fixed ports, and the packaging and compiled-build tests build
-#: the checkout itself (its ``build/`` and egg-info)
+#: (pytest-xdist, ``--dist loadgroup``), and why
 SHARED_PROCESS = {
+    # the standby, the Galera nodes and the pgbouncers listen on fixed ports
     "tests/topologies/": "fixed ports",
+    # each builds or installs the checkout itself (its build/ and egg-info)
     "tests/project/test_packaging.py": "builds the checkout",
     "tests/project/test_compiled.py": "builds the checkout",
+    "tests/adbapi/test_adbapi_apps.py": "builds the checkout",
+    # the benchmarks' tables have fixed names (adb_bench_insert, adb_bench_world, ...)
+    "tests/project/test_benchmarks.py": "benchmark tables",
+    "tests/project/test_ingestion.py": "benchmark tables",
+    "tests/project/test_mongo.py": "benchmark tables",
+    "tests/project/test_webprofile.py": "benchmark tables",
+    "tests/project/test_faults_scenario.py": "benchmark tables",
+    "tests/project/test_bench_manners.py": "benchmark tables",
 }
 
 

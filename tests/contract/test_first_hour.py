@@ -432,7 +432,10 @@ def embedded_files():
     return set(glob.glob(os.path.join(tempfile.gettempdir(), "adb-*.db*")))
 
 
-async def test_the_embedded_default_leaves_no_file_behind(front):
+async def test_the_embedded_default_leaves_no_file_behind(front, tmp_path, monkeypatch):
+    # a temporary directory of its own: other processes' embedded files come and go in
+    # the shared one (the tests run in several processes)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     before = embedded_files()
     for options in ({"pool_size": 0}, {"pool_size": -1}, {"timeout": -1}):
         with pytest.raises(InterfaceError):
