@@ -340,6 +340,8 @@ SHARED_PROCESS = {
     "tests/project/test_packaging.py": "builds the checkout",
     "tests/project/test_compiled.py": "builds the checkout",
     "tests/adbapi/test_adbapi_apps.py": "builds the checkout",
+    # Twisted's own adbapi suite: one table named "simple" for every driver's class
+    "tests/adbapi/test_twisted_adbapi.py": "twisted's table",
     # the benchmarks' tables have fixed names (adb_bench_insert, adb_bench_world, ...)
     "tests/project/test_benchmarks.py": "benchmark tables",
     "tests/project/test_ingestion.py": "benchmark tables",
