@@ -151,6 +151,28 @@ def check_everywhere(table, ledger, nodes=galera.NODES):
     return ledger.check(first)
 
 
+#: the marker of the statement the killed node is running when it dies
+HELD = "adb_galera_held"
+
+
+def statement_running(node, marker, limit=30.0):
+    """Return once ``node`` shows a statement holding ``marker`` running."""
+    deadline = time.monotonic() + limit
+    conn = galera.connect(node)
+    try:
+        while True:
+            with conn.cursor() as cursor:
+                cursor.execute("select count(*) from information_schema.processlist "
+                               "where info like %s and id <> connection_id()", (f"%{marker}%",))
+                row = cursor.fetchone()
+            if row and row[0]:
+                return
+            assert time.monotonic() < deadline, f"node {node} never ran the {marker} statement"
+            time.sleep(0.01)
+    finally:
+        conn.close()
+
+
 async def test_a_node_killed_under_load_through_all_three(tokens, cluster_restored):
     victim = 2
     dbs = {node: adb.Database(galera.url(node), pool_size=POOL, name=f"galera-node{node}")
@@ -163,6 +185,10 @@ async def test_a_node_killed_under_load_through_all_three(tokens, cluster_restor
         await until(lambda: all(load.oks() >= BEFORE_KILL for load in loads.values()),
                     f"{BEFORE_KILL} inserts through each node")
         opened = dbs[victim].stats()["connects"]  # a pool warms only some workers up front
+        # a call the node is running when it dies, seen on the node itself: the load's
+        # own calls may all be between statements at that instant
+        held = asyncio.ensure_future(dbs[victim].runQuery(f"select /* {HELD} */ sleep(60)"))
+        await asyncio.to_thread(statement_running, victim, HELD)
         killed_at = time.monotonic()
         galera.kill_node(victim)
         # the load goes on until the survivors have evicted the node (their commits
@@ -178,9 +204,12 @@ async def test_a_node_killed_under_load_through_all_three(tokens, cluster_restor
         for load in loads.values():
             await load.stop()
 
+        with pytest.raises(ConnectionLost) as broken:
+            await held
+        assert broken.value.may_have_run and not isinstance(broken.value, ServerUnavailable)
         lost = killed.errors(ConnectionLost)
         in_flight = [e for e in lost if not isinstance(e, ServerUnavailable)]
-        assert in_flight and all(e.may_have_run for e in in_flight), lost[:3]
+        assert all(e.may_have_run for e in in_flight), lost[:3]
         # only calls sent before the kill: one per worker one by one, and with PyMySQL's
         # pipelines (on by default) every call a worker had sent, at most one per caller
         assert len(in_flight) <= CALLERS
