@@ -58,6 +58,25 @@ def connect(node: int, timeout: float = 2.0) -> pymysql.connections.Connection:
                            connect_timeout=timeout, read_timeout=timeout, autocommit=True)
 
 
+def until_running(node: int, like: str, what: str, limit: float = 30.0) -> None:
+    """Return once ``node``'s processlist shows another session running a statement
+    whose text matches the LIKE pattern ``like``; fail after ``limit`` s naming ``what``."""
+    conn = connect(node)
+    try:
+        deadline = time.monotonic() + limit
+        while True:
+            with conn.cursor() as cursor:
+                cursor.execute("select count(*) from information_schema.processlist "
+                               "where info like %s and id <> connection_id()", (like,))
+                row = cursor.fetchone()
+            if row is not None and row[0]:
+                return
+            assert time.monotonic() < deadline, f"node {node} never showed {what} running"
+            time.sleep(0.005)
+    finally:
+        conn.close()
+
+
 def status(node: int) -> Optional[dict[str, str]]:
     """The node's ``wsrep_%`` status, or None when it does not answer."""
     try:

@@ -155,24 +155,6 @@ def check_everywhere(table, ledger, nodes=galera.NODES):
 HELD = "adb_galera_held"
 
 
-def statement_running(node, marker, limit=30.0):
-    """Return once ``node`` shows a statement holding ``marker`` running."""
-    deadline = time.monotonic() + limit
-    conn = galera.connect(node)
-    try:
-        while True:
-            with conn.cursor() as cursor:
-                cursor.execute("select count(*) from information_schema.processlist "
-                               "where info like %s and id <> connection_id()", (f"%{marker}%",))
-                row = cursor.fetchone()
-            if row and row[0]:
-                return
-            assert time.monotonic() < deadline, f"node {node} never ran the {marker} statement"
-            time.sleep(0.01)
-    finally:
-        conn.close()
-
-
 async def test_a_node_killed_under_load_through_all_three(tokens, cluster_restored):
     victim = 2
     dbs = {node: adb.Database(galera.url(node), pool_size=POOL, name=f"galera-node{node}")
@@ -188,7 +170,7 @@ async def test_a_node_killed_under_load_through_all_three(tokens, cluster_restor
         # a call the node is running when it dies, seen on the node itself: the load's
         # own calls may all be between statements at that instant
         held = asyncio.ensure_future(dbs[victim].runQuery(f"select /* {HELD} */ sleep(60)"))
-        await asyncio.to_thread(statement_running, victim, HELD)
+        await asyncio.to_thread(galera.until_running, victim, f"%{HELD}%", "the held sleep")
         killed_at = time.monotonic()
         galera.kill_node(victim)
         # the load goes on until the survivors have evicted the node (their commits

@@ -185,21 +185,7 @@ class ConflictingCommit(threading.Thread):
             self.error = exc
 
     def wait_for_the_hold(self):
-        held = ("select count(*) from information_schema.processlist "
-                f"where info like 'update {self.table} set a = a + 1%'")
-        node2 = galera.connect(2)
-        try:
-            deadline = time.monotonic() + 30
-            while True:
-                with node2.cursor() as cursor:
-                    cursor.execute(held)
-                    row = cursor.fetchone()
-                    if row is not None and row[0]:
-                        return
-                assert time.monotonic() < deadline, "node 2 never showed the UPDATE running"
-                time.sleep(0.005)
-        finally:
-            node2.close()
+        galera.until_running(2, f"update {self.table} set a = a + 1%", "the UPDATE")
 
     def join_ok(self):
         """Wait for the commit; its time (fails with what went wrong)."""
