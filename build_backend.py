@@ -31,8 +31,8 @@ from setuptools.build_meta import (  # type: ignore[import-untyped, unused-ignor
     prepare_metadata_for_build_wheel)
 
 #: the modules compiled, in the order a call goes through them
-COMPILED = ("adb/call.py", "adb/dispatch.py", "adb/admission.py", "adb/handback.py",
-            "adb/worker.py", "adb/session.py", "adb/pipeline.py", "adb/ops.py")
+COMPILED = ("adb/call.py", "adb/jobs.py", "adb/dispatch.py", "adb/admission.py",
+            "adb/handback.py", "adb/worker.py", "adb/session.py", "adb/pipeline.py", "adb/ops.py")
 #: the shared library of the compiled modules, inside the adb package
 GROUP = "adb._compiled"
 #: the mypy that compiles them (mypyc ships with it); the generated C needs nothing at run time

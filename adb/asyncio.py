@@ -201,10 +201,6 @@ class Database(BaseDatabase["asyncio.Future[Any]"]):
         self._frontend = AsyncioFrontEnd(loop)
         super().__init__(url, **options)
 
-    @property
-    def _loop(self) -> Optional[asyncio.AbstractEventLoop]:
-        return self._frontend.loop
-
     if TYPE_CHECKING:  # what each method returns on this front-end (written in BaseDatabase)
         def connect(self, *, timeout: Optional[float] = None) -> asyncio.Future[None]: ...
 

@@ -23,7 +23,7 @@ from typing import Any, Optional, Protocol
 
 from .errors import InterfaceError
 from .frontend import Waiting
-from .jobs import Op
+from .op import Op
 from .telemetry import Operation, What
 from .transaction import Transaction
 

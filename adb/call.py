@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 import threading
 import weakref
-from typing import Any, Optional, Tuple
+from typing import Any, ClassVar, Optional, Sequence
 
 
 class Claim:
@@ -31,18 +31,75 @@ class Claim:
         return self._lock.acquire(False)
 
 
-#: A queued call: one flat tuple ``(future, kind, claim, run_timeout, trace, *args)``.
-#: The worker runs ``kind.run(session, *args)`` (``adb.jobs.Kind``) and hands
-#: ``(future, ok, value)`` back;
-#: ``claim`` is a Claim or None; ``run_timeout`` (seconds or None) is the
-#: watchdog's limit; ``trace`` an ``adb.telemetry.Trace``, or None when the
-#: Database has no telemetry (nor ``slow_call``). A flat tuple because 100,000 queued calls hold 100,000 of
-#: them: a tuple subclass with named fields costs the loop 0.33 us more per call
-#: (2.1 us in all), a nested args tuple 48 bytes. Only the engine builds one
-#: (``adb.engine``, inline on the hot path: a builder function's call alone cost
-#: 0.11 us of its 2.4); read one only through the names below.
-Job = Tuple[Any, ...]
-FUTURE, KIND, CLAIM, RUN_TIMEOUT, TRACE, ARGS = range(6)
+class Job:
+    """A queued call: who waits for it, its limits, and what runs.
+
+    Every kind of job is a subclass declared in ``adb.jobs``, with the fields its
+    work needs and its own ``run(session)``; only the engine makes them
+    (``adb.engine``). The four fields every job has:
+
+    - ``future``: what its caller waits on (None: nobody waits, a detached job);
+    - ``claim``: a Claim, for a call with a ``timeout`` (else None);
+    - ``run_timeout``: the watchdog's limit in seconds (None: none);
+    - ``trace``: an ``adb.telemetry.Trace``, or None without telemetry.
+
+    What a worker may do with a job is a class attribute of its kind, never a
+    test of which function it runs:
+
+    - ``retriable``: ``Database(retries=N)`` may run it again after a transient
+      failure that took no effect (``adb.transient``);
+    - ``rerunnable``: it may run once more after failing unsent on a connection the
+      driver has just made fit (``Driver.pooler_symptom``);
+    - ``batchable``: it may join a group-commit unit (``autobatch``);
+    - ``pipelinable``: it may join a pipeline of standalone statements;
+    - ``ends_transaction``: it runs even when its caller gave up, since nothing else
+      would end the transaction and free the worker;
+    - ``sticky``: its worker goes idle before handing back its outcome, so that the
+      caller's next call lands on it (the drop-in's calls: ``Worker.go_idle``).
+
+    A class per kind rather than the flat tuple this once was: measured on the
+    compiled wheel, it costs no more instructions per call and no more memory
+    per call in flight (docs/performance.md, "Job kinds").
+    """
+
+    label: ClassVar[str] = "job"
+    retriable: ClassVar[bool] = False
+    rerunnable: ClassVar[bool] = False
+    batchable: ClassVar[bool] = False
+    pipelinable: ClassVar[bool] = False
+    ends_transaction: ClassVar[bool] = False
+    sticky: ClassVar[bool] = False
+
+    __slots__ = ("future", "claim", "run_timeout", "trace")
+
+    def __init__(self, future: Any, claim: Optional[Claim], run_timeout: Optional[float],
+                 trace: Any) -> None:
+        self.future = future
+        self.claim = claim
+        self.run_timeout = run_timeout
+        self.trace = trace
+
+    def run(self, session: Any) -> Any:
+        """Do the job's work on ``session`` (an ``adb.session.Session``), in the
+        worker's thread; what its caller gets."""
+        raise NotImplementedError(f"{type(self).__name__} declares no run()")
+
+    def text(self) -> Optional[Any]:
+        """The SQL text the job runs, if it runs one statement (else None)."""
+        return None
+
+    def what(self) -> str:
+        """What the job runs, for a log line: its SQL text (never its parameters),
+        or what it is."""
+        text = self.text()
+        if isinstance(text, (str, bytes)):
+            if isinstance(text, bytes):
+                text = text.decode("utf-8", "replace")
+            return " ".join(text.split())[:200]
+        return self.label
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} job: {self.what()}>"
 
 
 class CallState(enum.Enum):
@@ -69,7 +126,7 @@ class RunningCall:
     cancel_done: threading.Event
 
     def __init__(self, future: Any, deadline: Optional[float], job: Optional[Job],
-                 unit: Optional[list[Job]] = None) -> None:
+                 unit: Optional[Sequence[Job]] = None) -> None:
         self.future = future
         self.deadline = deadline  # time.monotonic() past which it is cancelled, or None
         self.job = job  # what runs (None: a unit of several), for the watchdog's log
@@ -81,19 +138,12 @@ class RunningCall:
         """True if this is the call of ``future``, or a unit that took it."""
         if self.future is future:
             return True
-        return self.unit is not None and any(job[FUTURE] is future for job in self.unit)
+        return self.unit is not None and any(job.future is future for job in self.unit)
 
     def statement(self) -> str:
         """What the call runs, for a log line: its SQL text (never its parameters),
         or what it is (``runInteraction``, a unit)."""
-        job = self.job
-        if job is None:
-            return "a unit of batched calls"
-        args = job[ARGS:]
-        if len(args) > 1 and isinstance(args[1], (str, bytes)):
-            text = args[1].decode("utf-8", "replace") if isinstance(args[1], bytes) else args[1]
-            return " ".join(text.split())[:200]
-        return str(getattr(args[0], "__name__", "a call")) if args else "a call"
+        return "a unit of batched calls" if self.job is None else self.job.what()
 
 
 #: who can cancel a running call for its caller: each pool's watchdog
@@ -121,5 +171,4 @@ def cancel_given_up(future: Any) -> bool:
     return False
 
 
-__all__ = ["add_canceller", "cancel_given_up", "Claim", "Job", "FUTURE", "KIND", "CLAIM", "RUN_TIMEOUT", "TRACE", "ARGS",
-           "CallState", "RunningCall"]
+__all__ = ["add_canceller", "cancel_given_up", "Claim", "Job", "CallState", "RunningCall"]

@@ -23,7 +23,7 @@ from .args import (NOT_PARAMS, PLAIN, SQL, Params, check_callable, check_interac
 from .engine import Engine
 from .errors import InterfaceError
 from .frontend import F, FrontEnd
-from .jobs import Op
+from .op import Op
 from .options import (EMBEDDED, Embedded, PoolOptions, check_flag, check_isolation, check_positive,
                       check_retries, check_timeout, parse)
 from .stream import StreamCore
@@ -761,11 +761,6 @@ class BaseDatabase(Generic[F]):
             return self._engine.route(tx).in_transaction(tx, Op.NOTIFY, (channel, payload),
                                                          what=NOTIFY)
         return self._standalone(Op.NOTIFY, (channel, payload), what=NOTIFY)
-
-    def _listening_channels(self) -> Any:
-        """What the server says the listening connection LISTENs on (for tests:
-        ``pg_listening_channels()`` run by the listening thread)."""
-        return self._engine.ask_hub(listen.listening_channels)
 
     def stats(self) -> dict[str, Any]:
         """A snapshot of the Database, each key read at its own moment (no lock).

@@ -26,28 +26,29 @@ import tempfile
 import threading
 import time
 import weakref
+from queue import SimpleQueue
 from typing import Any, Callable, Generic, Optional
 
 from . import drivers, listen
 from .admission import Admission
-from .call import FUTURE, Claim, Job
-from .dispatch import Dispatch
-from .drivers.base import Connection, Driver
+from .call import Claim, Job
+from .dispatch import Dispatch, Queued
+from .drivers.base import Driver
 from .errors import (ForkError, InterfaceError, PoolClosed, PoolTimeout, StreamTimeout,
                      TransactionError)
 from .frontend import Cancellable, F, FrontEnd
+from .jobs import Abandon, Begin, CloseStream, Connect, FetchStream, Finish, Hosted, OpenStream
 from .listen import Hub, Router
+from .op import Op
 from .options import (OPTION_NAMES, PoolOptions, Settings, check_positive,
                       check_statement_timeout, check_timeout, pipeline_depth)
 from .pool import Pool, PoolState, give_up_all_at_exit
 from .replicas import ReplicaSet
-from .jobs import Kind, Op, detached, finish_job
 from .session import PoolConfig, StreamGate
 from .steps import Steps
 from .telemetry import BEGIN, COMMIT, CONNECT, ROLLBACK, Telemetry, What
 from .transaction import Transaction
 from .txrecord import EndedBy, TxRecord
-from .target import Target
 from .url import make_target, target_for
 
 DEFAULT_POOL_SIZE = 10
@@ -120,6 +121,12 @@ def _at_exit() -> None:
 
 
 atexit.register(_at_exit)
+
+
+def _roll_back_dropped(queue: SimpleQueue[Queued], tx_id: int) -> None:
+    """A transaction's handle was collected while open: its worker rolls it back
+    (``TxRecord.watch``; nobody waits for that)."""
+    queue.put(Abandon(f"whose handle {tx_id} was dropped while open"))
 
 
 class CloseState(enum.Enum):
@@ -206,15 +213,14 @@ class Engine(Generic[F]):
         ``what`` the call is, for its telemetry."""
         if self.refusal is not None:
             raise self.refusal
-        if timeout is None and statement_timeout is None and self._plain:
-            # the common call, on the shortest path: no claim, no trace (see Job)
-            future = self._new_future()
-            self._put_shared((future, op.standalone, None, self.statement_timeout, None, op.fn)
-                             + args)
-            return future if self._outcome is None else self._outcome(future)
         kind = op.standalone
         assert kind is not None, f"{op} runs only inside a transaction"
-        return self._shared(kind, (op.fn, *args), what, timeout=timeout,
+        if timeout is None and statement_timeout is None and self._plain:
+            # the common call, on the shortest path: no claim, no trace
+            future = self._new_future()
+            self._put_shared(kind(future, None, self.statement_timeout, None, op.fn, args))
+            return future if self._outcome is None else self._outcome(future)
+        return self._shared(kind, (op.fn, args), what, timeout=timeout,
                             statement_timeout=statement_timeout)
 
     def hosted(self, fn: Callable[..., Any], args: tuple[Any, ...], what: What) -> Any:
@@ -222,12 +228,13 @@ class Engine(Generic[F]):
         (``adb.frontend``); what the caller gets (the adbapi drop-in's calls)."""
         if self.refusal is not None:
             raise self.refusal
-        return self._shared(Kind.HOSTED, (fn, *args), what)
+        return self._shared(Hosted, (fn, args), what)
 
-    def _shared(self, kind: Kind, args: tuple[Any, ...], what: What, *,
+    def _shared(self, kind: type[Job], fields: tuple[Any, ...], what: What, *,
                 timeout: Optional[float] = None, statement_timeout: Optional[float] = None,
                 tx: Optional[TxRecord] = None, give: Optional[Callable[..., Any]] = None) -> Any:
-        """Queue a job of ``kind`` for a free worker, with the Database's limits or
+        """Queue a job of ``kind`` (its own ``fields`` after the four every job has) for a
+        free worker, with the Database's limits or
         the call's own (``timeout``, ``statement_timeout``; ``tx``: the transaction it
         begins, for its telemetry), and return what ``give`` (by default the
         front-end's ``returned``) makes of its future."""
@@ -243,7 +250,7 @@ class Engine(Generic[F]):
             else:  # 0: an idle worker takes it now, or it fails now; nothing expires
                 put, timeout = self._put_idle, None
         future = self._new_future()
-        put((future, kind, claim, statement_timeout, self._trace(what, tx)) + args)
+        put(kind(future, claim, statement_timeout, self._trace(what, tx), *fields))
         return (give or self._returned)(future, claim, timeout, self)
 
     def _trace(self, what: What, tx: Optional[TxRecord]) -> Any:
@@ -258,7 +265,7 @@ class Engine(Generic[F]):
         if self.pool.free_workers() > self._dispatch.queued():
             self._put_shared(job)
         else:
-            self.frontend.settle(job[FUTURE], False, self.pool_timeout(0))
+            self.frontend.settle(job.future, False, self.pool_timeout(0))
 
     def in_transaction(self, tx: Transaction, op: Op, args: tuple[Any, ...],
                        statement_timeout: Optional[float] = None, what: What = "") -> Any:
@@ -270,23 +277,24 @@ class Engine(Generic[F]):
         else:
             statement_timeout = check_statement_timeout(statement_timeout)
         future = self._new_future()
-        record.put((future, op.in_transaction, None, statement_timeout,
-                    self._trace(what, record), op.fn) + args)
+        record.put(op.in_transaction(future, None, statement_timeout,
+                                     self._trace(what, record), op.fn, args))
         return self._returned(future, None, None, self)
 
     def step_in(self, tx: Transaction, op: Op, args: tuple[Any, ...], what: What) -> F:
         """``in_transaction``'s job, its future without waiting (steps wait for it)."""
         record = self.usable(tx)
         self.check_open()
-        return self._queue(record, op.in_transaction, (op.fn, *args), what, call=True)
+        return self._queue(record, op.in_transaction, (op.fn, args), what, call=True)
 
-    def _queue(self, record: TxRecord, kind: Kind, args: tuple[Any, ...], what: What,
+    def _queue(self, record: TxRecord, kind: type[Job], fields: tuple[Any, ...], what: What,
                call: bool = False) -> F:
-        """Queue a job of ``kind`` in ``record``'s transaction; its future. ``call``:
+        """Queue a job of ``kind`` (``fields`` its own) in ``record``'s transaction; its
+        future. ``call``:
         one of its owner's calls, checked again as it is queued (``TxRecord.put``);
         else its end, queued once its owner took it."""
         future = self._new_future()
-        job = (future, kind, None, self.statement_timeout, self._trace(what, record)) + args
+        job = kind(future, None, self.statement_timeout, self._trace(what, record), *fields)
         if call:
             record.put(job)
         else:
@@ -312,7 +320,7 @@ class Engine(Generic[F]):
         ``connect()`` gives: None, or the real error (rejected, unreachable)."""
         if self.refusal is not None:
             raise self.refusal
-        return self._shared(Kind.CONNECT, (), CONNECT, timeout=timeout)
+        return self._shared(Connect, (), CONNECT, timeout=timeout)
 
     def check_open(self) -> None:
         """Raise what every call gets once the Database is closing (or forked)."""
@@ -325,7 +333,7 @@ class Engine(Generic[F]):
               isolation: Optional[str] = None) -> Any:
         """Pin a worker and open a transaction on it; what ``beginTransaction`` gives."""
         tx = self._new_tx(read_only, isolation)
-        return self._shared(Kind.BEGIN, (tx._record, tx), BEGIN, timeout=timeout,
+        return self._shared(Begin, (tx._record, tx), BEGIN, timeout=timeout,
                             tx=tx._record)
 
     def begin_pending(self, read_only: bool, timeout: Optional[float],
@@ -334,7 +342,7 @@ class Engine(Generic[F]):
         handle, and the future of its begin (already settled on a blocking front-end,
         which waited)."""
         tx = self._new_tx(read_only, isolation)
-        return tx, self._shared(Kind.BEGIN, (tx._record, tx), BEGIN, timeout=timeout,
+        return tx, self._shared(Begin, (tx._record, tx), BEGIN, timeout=timeout,
                                 tx=tx._record, give=self.frontend.pending)
 
     def _new_tx(self, read_only: bool, isolation: Optional[str]) -> Transaction:
@@ -347,6 +355,7 @@ class Engine(Generic[F]):
                                  f"level {isolation!r}: adb knows no way to ask its server")
         record = TxRecord(self.name, read_only, isolation)
         tx: Transaction = self.frontend.transaction_class(self, record)
+        record.watch(tx, _roll_back_dropped)
         self._open_tx.add(tx)
         return tx
 
@@ -360,7 +369,7 @@ class Engine(Generic[F]):
         self.check_open()
         if not self.forget(tx):
             record.check()  # a close rolled it back meanwhile: TransactionError
-        return self._queue(record, Kind.FINISH, (record, commit), COMMIT if commit else ROLLBACK)
+        return self._queue(record, Finish, (record, commit), COMMIT if commit else ROLLBACK)
 
     def finish(self, tx: Transaction, commit: bool) -> Any:
         """Commit or roll back ``tx``; what ``commitTransaction``/``rollbackTransaction`` give."""
@@ -395,8 +404,8 @@ class Engine(Generic[F]):
         record = tx._record
         gate = StreamGate(record.queue, idle_timeout)
         future = self._new_future()
-        gate.put((future, Kind.OPEN_STREAM, None, self.statement_timeout,
-                  self._trace(what, record), gate, own, export, sql, params, size, factory))
+        gate.put(OpenStream(future, None, self.statement_timeout, self._trace(what, record),
+                            gate, own, export, sql, params, size, factory))
         return gate, future
 
     def fetch(self, tx: Transaction, gate: StreamGate, size: int, factory: Any,
@@ -405,16 +414,16 @@ class Engine(Generic[F]):
         self.check_open()
         record = self.usable(tx)
         future = self._new_future()
-        gate.put((future, Kind.FETCH_STREAM, None, self.statement_timeout,
-                  self._trace(what, record), size, factory))
+        gate.put(FetchStream(future, None, self.statement_timeout, self._trace(what, record),
+                             size, factory))
         return future
 
     def close_stream(self, tx: Transaction, gate: StreamGate, what: What) -> F:
         """Close a stream in a transaction that goes on; the future of that."""
         self.check_open()
         future = self._new_future()
-        gate.put((future, Kind.CLOSE_STREAM, None, self.statement_timeout,
-                  self._trace(what, tx._record)))
+        gate.put(CloseStream(future, None, self.statement_timeout,
+                             self._trace(what, tx._record)))
         return future
 
     def drop_stream(self, tx: Transaction, gate: StreamGate, own: bool) -> None:
@@ -422,10 +431,10 @@ class Engine(Generic[F]):
         transaction); nobody waits for that."""
         if own:
             if tx.active and self.forget(tx):
-                tx._record.queue.put(finish_job(tx._record, False))
+                tx._record.queue.put(Finish(None, None, None, None, tx._record, False))
             return
         try:
-            gate.put(detached(Kind.CLOSE_STREAM, ()))
+            gate.put(CloseStream(None, None, None, None))
         except StreamTimeout:
             pass
 
@@ -491,16 +500,6 @@ class Engine(Generic[F]):
         self.handback.restart()
         if self._hub is not None:
             self._hub.sink.restart()
-
-    def ask_hub(self, fn: Callable[[Connection], Any]) -> Any:
-        """Run ``fn(conn)`` on the listening connection (its thread); what the caller
-        gets (tests ask the server what it LISTENs on)."""
-        hub = self.hub()
-        future = self._new_future()
-        settle = self.frontend.settle
-        hub.router.ask(listen.Ask(fn, lambda ok, value: settle(future, ok, value), False))
-        hub.wake()
-        return self._returned(future, None, None, self)
 
     # -- the close sequence --------------------------------------------------------------
 
@@ -601,7 +600,8 @@ class Engine(Generic[F]):
         self.refusal = PoolClosed.at_exit(self.name) if by is EndedBy.EXIT \
             else PoolClosed.refused(self.name)
         for tx in list(self._open_tx):
-            tx._record.abandon(by)
+            if tx._record.abandon(by):
+                tx._record.queue.put(Abandon(f"because {by.value}"))
         if self.admission is not None:
             self.admission.close()
         self.pool.stop()

@@ -1,141 +1,294 @@
-"""Job kinds and ops: what a queued job is, and what a call does on its cursor.
+"""The job kinds, each declared once, and the ops a call names.
 
-The engine (``adb.engine``) is the only builder of jobs: the facade, the
-features and the front-ends name an ``Op`` (what a call does: a query, an
-operation, an interaction...) and call one of the engine's entry points
-(``standalone``, ``in_transaction``, ``begin``, ``finish``, the stream requests);
-the engine picks the job's ``Kind`` and lays the job out (``adb.call.Job``).
+A job is an object of one of the kinds below (``adb.call.Job``): its fields are
+what its work needs, its flags (what a worker may do with it: retry it, batch it,
+pipeline it...) are class attributes, and its ``run(session)`` does its work on a
+worker's ``Session``. The engine (``adb.engine``) is the only maker of jobs: the
+facade, the features and the front-ends name an ``Op`` (``adb.op``: what a call
+does, a query, an operation, an interaction...) and call one of the engine's entry
+points (``standalone``, ``in_transaction``, ``begin``, ``end``, the stream
+requests); the engine picks the kind and makes the job. A worker never asks which
+function a job runs: it reads the kind's flags and calls ``job.run``.
 
-A worker never asks what a job is by the identity of a function: the job's
-``Kind`` says it. Each kind carries the ``Session`` method that runs it and what
-the worker may do with it:
+A new connection-level capability is one job class here (its fields and its
+``run``), one engine entry point that makes it, and one facade method.
 
-- ``retriable``: ``Database(retries=N)`` may run it again after a transient
-  failure that took no effect (``adb.transient``);
-- ``rerunnable``: it may run once more after failing unsent on a connection the
-  driver has just made fit (``Driver.pooler_symptom``);
-- ``batchable``: it may join a group-commit unit (``autobatch``);
-- ``pipelinable``: it may join a pipeline of standalone statements;
-- ``ends_transaction``: it runs even when its caller gave up, since nothing else
-  would end the transaction and free the worker;
-- ``statement``: its arguments are ``(op, sql, params, ...)`` (a query or an
-  operation), so a failure can be checked against its parameters.
+The session is only named for the type checker: the vocabulary of jobs does not
+import what runs them. This module is compiled with the worker's (``build_backend``):
+a worker reads a job's fields as a C struct's.
 """
 
 from __future__ import annotations
 
-import enum
-from typing import TYPE_CHECKING, Any, Callable, Final, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from . import ops
-from .call import ARGS, KIND, Job
-from .session import Session
+from .call import Claim, Job
 
 if TYPE_CHECKING:
-    from .session import Tx
+    from .rows import RowFactory
+    from .session import Session, StreamGate, Tx
 
 
-class Kind(enum.Enum):
-    """What a job is: the session method that runs it, and what a worker may do with it."""
+# -- calls that run an op: a query, an operation, adb's other work on a cursor ------------
 
-    # (label, the Session method that runs it, retriable, rerunnable, batchable,
-    #  pipelinable, ends_transaction, statement)
-    QUERY = ("query", Session.standalone, True, True, False, True, False, True)
-    OPERATION = ("operation", Session.standalone, True, True, True, True, False, True)
-    #: a standalone statement that joins neither a unit nor a pipeline (NOTIFY)
-    STATEMENT = ("statement", Session.standalone, True, True, False, False, False, False)
-    MANY = ("many", Session.atomic, True, True, False, False, False, False)
-    #: the caller's function may have done more than the database work: never retried
-    INTERACTION = ("interaction", Session.atomic, False, True, False, False, False, False)
-    #: a query or operation in the pinned transaction
-    TX_STATEMENT = ("statement in transaction", Session.in_transaction, False, False, False,
-                    False, False, True)
-    #: adb's other work in the pinned transaction (runMany, NOTIFY, savepoints, COPY)
-    IN_TRANSACTION = ("in transaction", Session.in_transaction, False, False, False, False,
-                      False, False)
-    TX_INTERACTION = ("interaction in transaction", Session.interact, False, False, False,
-                      False, False, False)
-    CONNECT = ("connect", Session.connect, False, False, False, False, False, False)
-    BEGIN = ("begin", Session.begin, False, False, False, False, False, False)
-    FINISH = ("finish", Session.finish, False, False, False, False, True, False)
-    ABANDON = ("abandon", Session.abandon, False, False, False, False, True, False)
-    OPEN_STREAM = ("open stream", Session.open_stream, False, False, False, False, False, False)
-    FETCH_STREAM = ("fetch stream", Session.fetch_stream, False, False, False, False, False,
-                    False)
-    CLOSE_STREAM = ("close stream", Session.close_stream, False, False, False, False, False,
-                    False)
-    #: a function handed the worker's session (the adbapi drop-in's calls)
-    HOSTED = ("hosted", Session.host, False, False, False, False, False, False)
+class Statement(Job):
+    """One SQL statement a caller passed (``runQuery``, ``runOperation`` and their row
+    and value forms), run by an op of the statement kind:
+    ``op(cursor, driver, sql, params, row_factory)``."""
 
-    def __init__(self, label: str, run: Callable[..., Any], retriable: bool, rerunnable: bool,
-                 batchable: bool, pipelinable: bool, ends_transaction: bool,
-                 statement: bool) -> None:
-        self.label = label
-        #: ``run(session, *args)``, in the worker's thread
-        self.run = run
-        self.retriable = retriable
-        self.rerunnable = rerunnable
-        self.batchable = batchable
-        self.pipelinable = pipelinable
-        self.ends_transaction = ends_transaction
-        self.statement = statement
-        #: its worker goes idle before handing back its outcome, so that the caller's
-        #: next call lands on it (the drop-in's calls: ``Worker.go_idle``)
-        self.sticky = label == "hosted"
+    __slots__ = ("op", "sql", "params", "row_factory")
+
+    def __init__(self, future: Any, claim: Optional[Claim], run_timeout: Optional[float],
+                 trace: Any, op: ops.StatementOp, args: tuple[Any, ...]) -> None:
+        """``args``: ``(sql, params)``, or ``(sql, params, row_factory)`` for a call that
+        shapes rows, as the call gave them."""
+        super().__init__(future, claim, run_timeout, trace)
+        self.op = op
+        self.sql = args[0]
+        self.params = args[1]
+        self.row_factory: Optional[RowFactory] = args[2] if len(args) > 2 else None
+
+    def text(self) -> Any:
+        return self.sql
 
 
-class Op(enum.Enum):
-    """What a call does on a cursor (``adb.ops``), and the job kind it makes outside
-    a transaction (None: only inside one) and inside the pinned one."""
+class Query(Statement):
+    """A standalone statement that reads: it may be retried, run again after a pooler's
+    symptom, and pipelined."""
 
-    QUERY = ("query", ops.query, Kind.QUERY, Kind.TX_STATEMENT)
-    QUERY_ROW = ("query row", ops.query_row, Kind.QUERY, Kind.TX_STATEMENT)
-    QUERY_VALUE = ("query value", ops.query_value, Kind.QUERY, Kind.TX_STATEMENT)
-    OPERATION = ("operation", ops.operation, Kind.OPERATION, Kind.TX_STATEMENT)
-    MANY = ("many", ops.many, Kind.MANY, Kind.IN_TRANSACTION)
-    INTERACTION = ("interaction", ops.interaction, Kind.INTERACTION, Kind.TX_INTERACTION)
-    NOTIFY = ("notify", ops.notify, Kind.STATEMENT, Kind.IN_TRANSACTION)
-    SAVEPOINT = ("savepoint", ops.savepoint, None, Kind.IN_TRANSACTION)
-    COPY_ROWS = ("copy rows", ops.copy_rows, None, Kind.IN_TRANSACTION)
-    COPY_TEXT = ("copy text", ops.copy_text, None, Kind.IN_TRANSACTION)
+    label = "query"
+    retriable = True
+    rerunnable = True
+    pipelinable = True
 
-    def __init__(self, label: str, fn: Callable[..., Any], standalone: Optional[Kind],
-                 in_transaction: Kind) -> None:
-        self.label = label
-        #: ``fn(cursor, driver, *args)``, in the worker's thread
+    def run(self, session: Session) -> Any:
+        return session.standalone(self.op, self.sql, self.params, self.row_factory)
+
+
+class Operation(Query):
+    """A standalone statement that writes: a query's flags, and it may join a
+    group-commit unit (``autobatch``)."""
+
+    label = "operation"
+    batchable = True
+
+
+class TxStatement(Statement):
+    """A query or operation in the transaction pinning the worker: run once, as sent."""
+
+    label = "statement in transaction"
+
+    def run(self, session: Session) -> Any:
+        return session.in_transaction(self.op, self.sql, self.params, self.row_factory)
+
+
+class Work(Job):
+    """adb's other work on a cursor: ``op(cursor, driver, *args)``, the op one of
+    ``adb.ops``'s and its arguments as the call gave them."""
+
+    __slots__ = ("op", "args")
+
+    def __init__(self, future: Any, claim: Optional[Claim], run_timeout: Optional[float],
+                 trace: Any, op: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        super().__init__(future, claim, run_timeout, trace)
+        self.op = op
+        self.args = args
+
+    def what(self) -> str:
+        return str(getattr(self.op, "__name__", self.label))
+
+
+class Notify(Work):
+    """A standalone statement of adb's own that joins neither a unit nor a pipeline
+    (``notify()``)."""
+
+    label = "statement"
+    retriable = True
+    rerunnable = True
+
+    def run(self, session: Session) -> Any:
+        return session.standalone(self.op, *self.args)
+
+
+class Many(Work):
+    """``runMany`` outside a transaction: all its parameter sets in one transaction."""
+
+    label = "many"
+    retriable = True
+    rerunnable = True
+
+    def text(self) -> Any:
+        return self.args[0]
+
+    def run(self, session: Session) -> Any:
+        return session.atomic(self.op, *self.args)
+
+
+class Interaction(Work):
+    """``runInteraction`` outside a transaction: the caller's function in a transaction
+    of its own. It may have done more than the database work, so it is never retried."""
+
+    label = "interaction"
+    rerunnable = True
+
+    def run(self, session: Session) -> Any:
+        return session.atomic(self.op, *self.args)
+
+
+class InTransaction(Work):
+    """adb's other work in the pinned transaction (``runMany``, NOTIFY, savepoints, COPY)."""
+
+    label = "in transaction"
+
+    def run(self, session: Session) -> Any:
+        return session.in_transaction(self.op, *self.args)
+
+
+class TxInteraction(Work):
+    """``runInteraction`` in the pinned transaction, on a cursor of its own."""
+
+    label = "interaction in transaction"
+
+    def run(self, session: Session) -> Any:
+        return session.interact(self.op, *self.args)
+
+
+class Hosted(Job):
+    """``fn(session, *args)``: a function handed the worker's session (the adbapi
+    drop-in's calls). Its worker goes idle before handing back, so the caller's next
+    call lands on it."""
+
+    label = "hosted"
+    sticky = True
+    __slots__ = ("fn", "args")
+
+    def __init__(self, future: Any, claim: Optional[Claim], run_timeout: Optional[float],
+                 trace: Any, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        super().__init__(future, claim, run_timeout, trace)
         self.fn = fn
-        self.standalone = standalone
-        self.in_transaction = in_transaction
+        self.args = args
+
+    def run(self, session: Session) -> Any:
+        return session.host(self.fn, *self.args)
 
 
-#: where a statement's job keeps its op and statement: ``(op, sql, params, ...)`` follow ARGS
-JOB_OP: Final = ARGS
-JOB_SQL: Final = ARGS + 1
-JOB_PARAMS: Final = ARGS + 2
+# -- the connection and the transaction pinning it -----------------------------------------
+
+class Connect(Job):
+    """Open the worker's connection now, or check the one it has (``connect()``)."""
+
+    label = "connect"
+    __slots__ = ()
+
+    def run(self, session: Session) -> Any:
+        return session.connect()
 
 
-def detached(kind: Kind, args: tuple[Any, ...]) -> Job:
-    """A job nobody waits for (no future, no claim, no limit, no trace)."""
-    return (None, kind, None, None, None) + args
+class Begin(Job):
+    """Pin the worker to a transaction and open it."""
+
+    label = "begin"
+    __slots__ = ("record", "handle")
+
+    def __init__(self, future: Any, claim: Optional[Claim], run_timeout: Optional[float],
+                 trace: Any, record: Tx, handle: Any) -> None:
+        super().__init__(future, claim, run_timeout, trace)
+        self.record = record
+        self.handle = handle
+
+    def run(self, session: Session) -> Any:
+        return session.begin(self.record, self.handle)
 
 
-def abandon_job(reason: str) -> Job:
-    """The job that rolls back the transaction pinning a worker whose caller is gone
-    (the Database closing, a handle dropped while open); nobody waits for it."""
-    return detached(Kind.ABANDON, (reason,))
+class Finish(Job):
+    """Commit or roll back the pinned transaction. It runs even when its caller gave
+    up: nothing else would end the transaction and free the worker."""
+
+    label = "finish"
+    ends_transaction = True
+    __slots__ = ("record", "commit")
+
+    def __init__(self, future: Any, claim: Optional[Claim], run_timeout: Optional[float],
+                 trace: Any, record: Tx, commit: bool) -> None:
+        super().__init__(future, claim, run_timeout, trace)
+        self.record = record
+        self.commit = commit
+
+    def run(self, session: Session) -> Any:
+        return session.finish(self.record, self.commit)
 
 
-def finish_job(tx: Tx, commit: bool) -> Job:
-    """The job that ends ``tx`` when nobody waits for it (a dropped stream's own
-    transaction)."""
-    return detached(Kind.FINISH, (tx, commit))
+class Abandon(Job):
+    """Roll back the transaction pinning a worker whose caller is gone (the Database
+    closing, a handle dropped while open); nobody waits for it."""
+
+    label = "abandon"
+    ends_transaction = True
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(None, None, None, None)
+        self.reason = reason
+
+    def run(self, session: Session) -> Any:
+        return session.abandon(self.reason)
 
 
-def ends_transaction(job: Job) -> bool:
-    """True for a commit, rollback or abandon: it runs even when its caller gave up."""
-    kind: Kind = job[KIND]
-    return kind.ends_transaction
+# -- a stream's requests to the worker holding it ------------------------------------------
+
+class OpenStream(Job):
+    """Open a stream's cursor and give its first batch."""
+
+    label = "open stream"
+    __slots__ = ("gate", "own", "export", "sql", "params", "size", "factory")
+
+    def __init__(self, future: Any, claim: Optional[Claim], run_timeout: Optional[float],
+                 trace: Any, gate: StreamGate, own: bool, export: bool, sql: Any, params: Any,
+                 size: int, factory: RowFactory) -> None:
+        super().__init__(future, claim, run_timeout, trace)
+        self.gate = gate
+        self.own = own
+        self.export = export
+        self.sql = sql
+        self.params = params
+        self.size = size
+        self.factory = factory
+
+    def text(self) -> Any:
+        return self.sql
+
+    def run(self, session: Session) -> Any:
+        return session.open_stream(self.gate, self.own, self.export, self.sql, self.params,
+                                   self.size, self.factory)
 
 
-__all__ = ["JOB_OP", "JOB_PARAMS", "JOB_SQL", "Kind", "Op", "abandon_job", "detached",
-           "ends_transaction", "finish_job"]
+class FetchStream(Job):
+    """Give the open stream's next batch."""
+
+    label = "fetch stream"
+    __slots__ = ("size", "factory")
+
+    def __init__(self, future: Any, claim: Optional[Claim], run_timeout: Optional[float],
+                 trace: Any, size: int, factory: RowFactory) -> None:
+        super().__init__(future, claim, run_timeout, trace)
+        self.size = size
+        self.factory = factory
+
+    def run(self, session: Session) -> Any:
+        return session.fetch_stream(self.size, self.factory)
+
+
+class CloseStream(Job):
+    """Close the open stream before its end; the transaction goes on."""
+
+    label = "close stream"
+    __slots__ = ()
+
+    def run(self, session: Session) -> Any:
+        return session.close_stream()
+
+
+__all__ = ["Abandon", "Begin", "CloseStream", "Connect", "FetchStream", "Finish", "Hosted",
+           "InTransaction", "Interaction", "Many", "Notify", "OpenStream", "Operation",
+           "Query", "Statement", "TxInteraction", "TxStatement", "Work"]

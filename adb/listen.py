@@ -150,16 +150,6 @@ def check_payload(payload: object) -> str:
     return payload
 
 
-def listening_channels(conn: Connection) -> list[str]:
-    """What the server says ``conn`` LISTENs on (the test's look at the server)."""
-    cursor = conn.cursor()
-    try:
-        cursor.execute("select pg_listening_channels() order by 1")
-        return [row[0] for row in cursor.fetchall()]
-    finally:
-        cursor.close()
-
-
 def idle_stats() -> dict[str, Any]:
     """``stats()["listen"]`` of a Database that never listened."""
     return {"state": HubState.IDLE.value, "listeners": 0, "channels": [], "backend_pid": None,

@@ -1,7 +1,10 @@
 """What one call does on a cursor, run in a worker thread.
 
-Each op is ``op(cursor, driver, *args)`` (an ``Op``). Transaction policy is not
-here: the job's kind decides (``adb.jobs.Kind``: the session method that runs it).
+Each op is ``op(cursor, driver, *args)`` (an ``OnCursor``); the ops of one SQL
+statement a caller passed share ``op(cursor, driver, sql, params, row_factory)``
+(a ``StatementOp``), so a ``Statement`` job and a pipeline call any of them alike.
+Transaction policy is not here: the job's kind decides (``adb.jobs``: its ``run``
+names the session method).
 """
 
 from __future__ import annotations
@@ -9,7 +12,7 @@ from __future__ import annotations
 import inspect
 import itertools
 from collections.abc import Sized
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence
 
 from .interaction import RUNNING
 from .rows import RowFactory
@@ -20,7 +23,9 @@ if TYPE_CHECKING:
     from .drivers.base import Cursor, Driver
 
     #: what a call does: ``op(cursor, driver, *args)``, in the worker thread
-    Op = Callable[Concatenate[Cursor, Driver, ...], Any]
+    OnCursor = Callable[Concatenate[Cursor, Driver, ...], Any]
+    #: what one statement's call does: ``op(cursor, driver, sql, params, row_factory)``
+    StatementOp = Callable[[Cursor, Driver, Any, Any, Optional[RowFactory]], Any]
 
 
 def query(cursor: Cursor, driver: Driver, sql: Any, params: Any,
@@ -42,8 +47,10 @@ def query_row(cursor: Cursor, driver: Driver, sql: Any, params: Any,
     return None if row is None else row_factory(cursor.description, [row])[0]
 
 
-def query_value(cursor: Cursor, driver: Driver, sql: Any, params: Any) -> Any:
-    """Execute and give the first column of the first row, or None."""
+def query_value(cursor: Cursor, driver: Driver, sql: Any, params: Any,
+                row_factory: Optional[RowFactory] = None) -> Any:
+    """Execute and give the first column of the first row, or None (``row_factory``
+    unused: no row is shaped)."""
     row = _first_row(cursor, sql, params)
     return None if row is None else row[0]
 
@@ -57,9 +64,11 @@ def _first_row(cursor: Cursor, sql: Any, params: Any) -> Any:
     return None if cursor.description is None else cursor.fetchone()
 
 
-def operation(cursor: Cursor, driver: Driver, sql: Any, params: Any) -> int:
+def operation(cursor: Cursor, driver: Driver, sql: Any, params: Any,
+              row_factory: Optional[RowFactory] = None) -> int:
     """Execute and return the rowcount; for a statement that returns rows, their
-    number, counted here where the driver says -1 (sqlite3), as the servers' do."""
+    number, counted here where the driver says -1 (sqlite3), as the servers' do
+    (``row_factory`` unused: no row is shaped)."""
     if params is None:
         cursor.execute(sql)
     else:

@@ -35,10 +35,10 @@ from __future__ import annotations
 from queue import Empty
 from typing import TYPE_CHECKING, Any, Optional, Protocol
 
-from .call import CLAIM, FUTURE, KIND, RUN_TIMEOUT, TRACE, Job, RunningCall
+from .call import Job, RunningCall
 from .drivers.pipelines import PipelineBroken
 from .errors import InterfaceError
-from .jobs import JOB_OP, JOB_PARAMS, JOB_SQL
+from .jobs import Statement
 from .session import Session
 
 if TYPE_CHECKING:
@@ -62,7 +62,7 @@ class Host(Protocol):
                running: RunningCall) -> tuple[Any, bool]: ...
     def running(self, call: Optional[RunningCall]) -> None: ...
     def tally(self, completed: int, errors: int) -> None: ...
-    def lost(self, jobs: list[Job], error: BaseException, what: str) -> None: ...
+    def lost(self, jobs: list[Statement], error: BaseException, what: str) -> None: ...
 
 
 class Pipeliner:
@@ -88,15 +88,14 @@ class Pipeliner:
         self.safe: dict[object, bool] = {}
         self.pipelines = self.pipelined = 0
 
-    def eligible(self, job: Job) -> bool:
+    def eligible(self, job: Statement) -> bool:
         """True when ``job`` may join a pipeline: a standalone read or DML call (a
         pipelinable kind, whose op reads only its own statement's outcome off its
         cursor) with no ``statement_timeout`` and no ``timeout`` (a call taken into a
         pipeline has started: its wait is over), whose text is certainly one statement."""
-        if job[RUN_TIMEOUT] is not None or job[CLAIM] is not None or len(job) <= JOB_PARAMS \
-                or not job[KIND].pipelinable:
+        if job.run_timeout is not None or job.claim is not None or not job.pipelinable:
             return False
-        sql = job[JOB_SQL]
+        sql = job.sql
         safe = self.safe.get(sql)
         if safe is None:
             if len(self.safe) >= self.CACHE_LIMIT:
@@ -108,7 +107,8 @@ class Pipeliner:
         """A standalone call taken while others wait: alone, or at the head of a
         pipeline of those queued behind it."""
         host = self.host
-        if not self.eligible(first) or host.crew.stopping():  # a closing pool: one by one
+        if not isinstance(first, Statement) or not self.eligible(first) \
+                or host.crew.stopping():  # a closing pool: one by one
             return host.execute(first) if host.admit(first) else None
         if not host.admit(first):
             return None
@@ -117,7 +117,7 @@ class Pipeliner:
             return host.execute(first)
         return self.run(jobs)
 
-    def gather(self, first: Job) -> list[Job]:
+    def gather(self, first: Statement) -> list[Statement]:
         """``first`` and up to ``depth - 1`` more eligible standalone calls taken from
         the shared queue, in queue order, without waiting. A queued job of another
         kind (or a STOP, or an operation group commit takes) ends the gathering and is
@@ -130,8 +130,8 @@ class Pipeliner:
                 job = queue.get_nowait()
             except Empty:
                 break
-            if not isinstance(job, tuple) or not job[KIND].pipelinable \
-                    or (batching and job[KIND].batchable):
+            if not isinstance(job, Statement) or not job.pipelinable \
+                    or (batching and job.batchable):
                 later.append(job)
                 break
             if not self.eligible(job):
@@ -140,7 +140,7 @@ class Pipeliner:
                 jobs.append(job)
         return jobs
 
-    def run(self, jobs: list[Job]) -> None:
+    def run(self, jobs: list[Statement]) -> None:
         """Send ``jobs`` as one pipeline and give each caller its own outcome."""
         host, session = self.host, self.host.session
         try:
@@ -154,7 +154,7 @@ class Pipeliner:
         error: Optional[BaseException] = None
         try:
             answers = self.pipelining.run(
-                conn, [(job[JOB_SQL], job[JOB_PARAMS]) for job in jobs])
+                conn, [(job.sql, job.params) for job in jobs])
         except PipelineBroken as broken:  # the connection failed after some answers were read
             answers, error = broken.answered, broken.error
         except BaseException as exc:  # the connection failed under it: any may have run
@@ -166,8 +166,8 @@ class Pipeliner:
         self.pipelined += len(jobs)
         self.end_spans(read, spans, outcomes)
         host.tally(len(read), sum(1 for _, ok in outcomes if not ok))
-        host.crew.handback.many([(job[FUTURE], ok, value) for job, (value, ok)
-                                 in zip(read, outcomes) if job[FUTURE] is not None])
+        host.crew.handback.many([(job.future, ok, value) for job, (value, ok)
+                                 in zip(read, outcomes) if job.future is not None])
         if error is not None:  # only the statements whose answers were not read are in doubt
             unread = jobs[len(answers):]
             self.end_spans(unread, None if spans is None else spans[len(answers):],
@@ -175,27 +175,27 @@ class Pipeliner:
             host.lost(unread, error, f"a pipeline of {len(jobs)} calls")
         return None
 
-    def outcome(self, job: Job, answer: Any, running: RunningCall) -> tuple[Any, bool]:
+    def outcome(self, job: Statement, answer: Any, running: RunningCall) -> tuple[Any, bool]:
         """What ``job``'s op makes of its statement's answer, as it would alone."""
         try:
-            return job[JOB_OP](answer, self.driver, *job[JOB_SQL:]), True
+            return job.op(answer, self.driver, job.sql, job.params, job.row_factory), True
         except BaseException as exc:
             return self.host.failed(job, exc, running)
 
-    def start_spans(self, jobs: list[Job]) -> Optional[list[Any]]:
+    def start_spans(self, jobs: list[Statement]) -> Optional[list[Any]]:
         telemetry = self.telemetry
         if telemetry is None:
             return None
-        return [None if job[TRACE] is None else telemetry.start(job[TRACE]) for job in jobs]
+        return [None if job.trace is None else telemetry.start(job.trace) for job in jobs]
 
-    def end_spans(self, jobs: list[Job], spans: Optional[list[Any]],
+    def end_spans(self, jobs: list[Statement], spans: Optional[list[Any]],
                   outcomes: list[tuple[Any, bool]]) -> None:
         telemetry = self.telemetry
         if telemetry is None or spans is None:
             return
         for job, span, (value, ok) in zip(jobs, spans, outcomes):
             if span is not None:
-                telemetry.end(job[TRACE], span, ok, value)
+                telemetry.end(job.trace, span, ok, value)
 
 
 __all__ = ["Host", "Pipeliner"]

@@ -25,7 +25,6 @@ from queue import Empty
 from typing import Any, Callable, Optional
 
 from . import health
-from .call import CLAIM, FUTURE
 from .dispatch import STOP, WAKE, Dispatch
 from .drivers.base import Connection, Driver
 from .errors import ConnectionRejected, PoolClosed, ServerUnavailable
@@ -339,7 +338,7 @@ class Pool:
                 continue
             if job is WAKE:
                 continue
-            future, claim = job[FUTURE], job[CLAIM]
+            future, claim = job.future, job.claim
             if claim is not None and not claim.take():
                 continue  # its caller already gave up on it
             if future is not None and not self.is_abandoned(future):

@@ -339,9 +339,9 @@ class Session:
         elif not self.responds(self._conn, self._driver.cancel_check):
             self.disconnect("failed its check after a cancel")
 
-    # -- job functions: fn(session, *args), named in each job ----------------------------
+    # -- the work of each job kind: its ``run`` calls one of these (``adb.jobs``) ---------
 
-    def standalone(self, op: ops.Op, *args: Any) -> Any:
+    def standalone(self, op: ops.OnCursor, *args: Any) -> Any:
         """One query or operation outside any transaction: autocommitted by the driver
         or by us."""
         conn = self.connection()
@@ -349,12 +349,7 @@ class Session:
             return self.atomic(op, *args)
         return self.on_spare_cursor(conn, op, args)
 
-    def batchable(self, op: ops.Op, *args: Any) -> Any:
-        """A standalone ``runOperation`` that may join a unit (``autobatch``); run
-        alone, it is any standalone call."""
-        return self.standalone(op, *args)
-
-    def on_spare_cursor(self, conn: Connection, op: ops.Op, args: tuple[Any, ...]) -> Any:
+    def on_spare_cursor(self, conn: Connection, op: ops.OnCursor, args: tuple[Any, ...]) -> Any:
         """Run adb's own ``op`` on the cursor the previous call left, or a new one.
 
         A cursor costs an allocation and a few microseconds of GIL per call; under a
@@ -375,7 +370,7 @@ class Session:
             _close_cursor(cursor)
         return value
 
-    def atomic(self, op: ops.Op, *args: Any) -> Any:
+    def atomic(self, op: ops.OnCursor, *args: Any) -> Any:
         """One call in its own transaction: all of it commits, or none of it. A
         transaction the server aborted under it (a runInteraction function that
         went on past an error, on PostgreSQL, whose COMMIT would then roll back
@@ -405,18 +400,18 @@ class Session:
         driver.commit(conn)
         return value
 
-    def in_transaction(self, op: ops.Op, *args: Any) -> Any:
+    def in_transaction(self, op: ops.OnCursor, *args: Any) -> Any:
         """One of adb's own ops inside the transaction pinning this worker, on the
         spare cursor."""
         return self._in_transaction(self.on_spare_cursor, op, args)
 
-    def interact(self, op: ops.Op, *args: Any) -> Any:
+    def interact(self, op: ops.OnCursor, *args: Any) -> Any:
         """The caller's own function (``runInteraction``) inside the transaction
         pinning this worker, on a cursor of its own."""
         return self._in_transaction(self.on_own_cursor, op, args)
 
-    def _in_transaction(self, on_cursor: Callable[[Connection, ops.Op, tuple[Any, ...]], Any],
-                        op: ops.Op, args: tuple[Any, ...]) -> Any:
+    def _in_transaction(self, on_cursor: Callable[[Connection, ops.OnCursor, tuple[Any, ...]], Any],
+                        op: ops.OnCursor, args: tuple[Any, ...]) -> Any:
         """Run ``op`` in the pinned transaction. An error after which the server
         rolled the whole transaction back marks it, so nothing more runs in it and
         it cannot commit (on MySQL later statements would run outside it)."""
@@ -432,7 +427,7 @@ class Session:
                 self._tx_aborted = f"{type(exc).__name__}: {str(exc).strip()[:200]}"
             raise
 
-    def on_own_cursor(self, conn: Connection, op: ops.Op, args: tuple[Any, ...]) -> Any:
+    def on_own_cursor(self, conn: Connection, op: ops.OnCursor, args: tuple[Any, ...]) -> Any:
         """Run ``op`` on a cursor of its own, closed after it."""
         cursor = conn.cursor()
         try:

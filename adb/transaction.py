@@ -12,7 +12,7 @@ from typing import Any, Callable, Generic, Optional, Protocol, TypeVar
 from . import rows
 from .args import SQL, Params, check_interaction, many, statement
 from .errors import InterfaceError
-from .jobs import Op
+from .op import Op
 from .savepoint import Savepoint, SavepointContext, Savepoints
 from .steps import Steps, run_async, run_blocking
 from .telemetry import INTERACTION, many_what
@@ -51,8 +51,7 @@ class Transaction:
 
     def __init__(self, engine: TxEngine, record: TxRecord) -> None:
         self.engine = engine
-        self._record = record  # the engine's (adb.txrecord)
-        record.watch(self)
+        self._record = record  # the engine's (adb.txrecord), watching this handle
         self.savepoints = Savepoints(record.id)
 
     def __repr__(self) -> str:

@@ -3,7 +3,7 @@ to wait first.
 
 Two loops run work again: a worker runs a standalone call again
 (``Database(retries=N)``, ``adb.worker``) when its job's kind is retriable
-(``adb.jobs.Kind``), and ``runTransaction`` runs a whole transaction again
+(``Job.retriable``, ``adb.jobs``), and ``runTransaction`` runs a whole transaction again
 (``adb.retry``). Both ask ``allows_retry`` whether the error lets them, and wait
 ``retry_wait`` in between. Pure logic: no threads, no I/O.
 """

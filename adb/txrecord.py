@@ -22,12 +22,11 @@ import itertools
 import threading
 import weakref
 from queue import SimpleQueue
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from .call import Claim
 from .dispatch import Queued
 from .errors import TransactionError
-from .jobs import abandon_job
 from .telemetry import Telemetry
 
 _ids = itertools.count(1)
@@ -83,9 +82,10 @@ class TxRecord:
     def __repr__(self) -> str:
         return f"<adb transaction {self.id} of {self.name!r} {self.state.value}>"
 
-    def watch(self, handle: object) -> None:
-        """Roll the transaction back if ``handle`` is collected while it is open."""
-        self._finalizer = weakref.finalize(handle, _roll_back_dropped, self.queue, self.id)
+    def watch(self, handle: object, on_drop: Callable[[SimpleQueue[Queued], int], None]) -> None:
+        """``on_drop(queue, id)`` (the engine's: it queues the rollback) if ``handle`` is
+        collected while the transaction is open."""
+        self._finalizer = weakref.finalize(handle, on_drop, self.queue, self.id)
 
     def check(self) -> None:
         """Raise TransactionError unless it can take more work."""
@@ -144,15 +144,14 @@ class TxRecord:
         self._end_span("failed")
 
     def abandon(self, by: EndedBy) -> bool:
-        """Mark it failed and have its worker roll it back (its Database is closing,
-        the interpreter exiting): True, unless its owner ended it first (False: its
-        commit or rollback is queued, and runs)."""
+        """Mark it failed (its Database is closing, the interpreter exiting): True, and
+        the engine has its worker roll it back, unless its owner ended it first (False:
+        its commit or rollback is queued, and runs)."""
         with self._queueing:
             if not self._end.take():
                 return False
             self.ended_by = by
             self.fail()
-        self.queue.put(abandon_job(f"because {by.value}"))
         return True
 
     def trace_span(self, span: Any) -> None:
@@ -167,11 +166,6 @@ class TxRecord:
         span, self.span = self.span, None
         if span is not None:
             Telemetry.end_transaction(span, outcome)
-
-
-def _roll_back_dropped(queue: SimpleQueue[Queued], tx_id: int) -> None:
-    """A handle was collected while open: its worker rolls the transaction back."""
-    queue.put(abandon_job(f"whose handle {tx_id} was dropped while open"))
 
 
 __all__ = ["EndedBy", "TxRecord", "TxState", "USABLE"]

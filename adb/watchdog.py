@@ -40,7 +40,6 @@ from typing import Any, Callable, Optional, Protocol, Sequence
 
 from .call import CallState, RunningCall, add_canceller
 from .drivers.cancel import Cancel
-from .jobs import ends_transaction
 
 log = logging.getLogger("adb")
 
@@ -116,7 +115,7 @@ class Watchdog(threading.Thread):
         if running.state is CallState.RUNNING:
             late = running.deadline is not None and now >= running.deadline
             gone = running.future is not None and self.is_abandoned(running.future) \
-                and not (running.job is not None and ends_transaction(running.job))
+                and not (running.job is not None and running.job.ends_transaction)
             if (late or gone) and self.take(running, now):
                 why = "its statement_timeout passed" if late else "its caller gave up on it"
                 self.side(worker, running, self.cancel, "cancel", why, logging.INFO)

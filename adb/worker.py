@@ -38,13 +38,13 @@ import threading
 import time
 from collections import deque
 from queue import Empty, SimpleQueue
-from typing import Any, Callable, NamedTuple, Optional
+from typing import Any, NamedTuple, Optional
 
 from . import transient
-from .call import ARGS, CLAIM, FUTURE, KIND, RUN_TIMEOUT, TRACE, CallState, Job, RunningCall
+from .call import CallState, Job, RunningCall
 from .dispatch import STOP, WAKE, Queued
 from .errors import Error, PoolClosed, add_note, name_attempts
-from .jobs import JOB_PARAMS, JOB_SQL, Kind, ends_transaction
+from .jobs import Statement
 from .pipeline import Pipeliner
 from .session import Crew, PoolConfig, Session
 from .sqltext import NOT_GIVEN, Path, placeholder_hint
@@ -71,18 +71,18 @@ class Unit:
 
     __slots__ = ("jobs", "path")
 
-    def __init__(self, first: Job, path: Path) -> None:
+    def __init__(self, first: Statement, path: Path) -> None:
         self.jobs = [first]
         self.path = path
 
-    def add(self, job: Job, path: Path) -> None:
+    def add(self, job: Statement, path: Path) -> None:
         self.jobs.append(job)
         if path is Path.TRANSACTION:
             self.path = path
 
     def deadline(self) -> Optional[float]:
         """When the unit's earliest ``statement_timeout`` runs out, or None."""
-        timeouts = [job[RUN_TIMEOUT] for job in self.jobs if job[RUN_TIMEOUT] is not None]
+        timeouts = [job.run_timeout for job in self.jobs if job.run_timeout is not None]
         return time.monotonic() + min(timeouts) if timeouts else None
 
 
@@ -161,10 +161,10 @@ class Worker:
                 if job is STOP:
                     break
                 try:
-                    kind: Kind = job[KIND]
-                    if kind.batchable and self._config.autobatch > 1:
+                    if job.batchable and self._config.autobatch > 1 \
+                            and isinstance(job, Statement):
                         self.serve_batchable(job)
-                    elif kind.pipelinable and self.pipeliner is not None \
+                    elif job.pipelinable and self.pipeliner is not None \
                             and not self._queue.empty():
                         self.pipeliner.serve(job)
                     else:
@@ -253,13 +253,13 @@ class Worker:
         """Claim ``job`` for running; False (and skip it) if its caller gave up,
         unless it ends a transaction: a commit or rollback whose caller gave up still
         runs, or nothing would end its transaction and free this worker."""
-        future, claim = job[FUTURE], job[CLAIM]
+        future, claim = job.future, job.claim
         if (claim is not None and not claim.take()) \
                 or (future is not None and self._is_abandoned(future)
-                    and not ends_transaction(job)):
+                    and not job.ends_transaction):
             self._handback.nudge()  # given up before it started: it may make room
             return False
-        if self.crew.exiting and not ends_transaction(job):
+        if self.crew.exiting and not job.ends_transaction:
             return self.refuse_at_exit(job)
         return True
 
@@ -267,14 +267,14 @@ class Worker:
         """The interpreter exits (``Pool.give_up_at_exit``): a call not started yet
         never starts (its statement would outlive the process on the server): it
         fails with PoolClosed, as the queued calls the exit failed. False."""
-        if job[FUTURE] is not None:
-            self._handback(job[FUTURE], False, PoolClosed.at_exit(self._config.name))
+        if job.future is not None:
+            self._handback(job.future, False, PoolClosed.at_exit(self._config.name))
         return False
 
     def execute(self, job: Job, last: bool = False) -> None:
         """Run an admitted job on the session and hand its outcome back; ``last``: no
         other job taken with it waits (the worker may go idle first, ``go_idle``)."""
-        future, kind, claim, run_timeout, trace = job[:ARGS]
+        future, run_timeout, trace = job.future, job.run_timeout, job.trace
         telemetry = self._telemetry
         span = None if trace is None or telemetry is None else telemetry.start(trace)
         self._busy = True
@@ -283,7 +283,7 @@ class Worker:
         session = self.session
         value: Any
         try:
-            value, ok = kind.run(session, *job[ARGS:]), True
+            value, ok = job.run(session), True
         except BaseException as exc:  # everything goes back to the caller
             value, ok = self.failed(job, exc, running)
         self._current = None
@@ -296,7 +296,7 @@ class Worker:
         if span is not None and telemetry is not None:
             telemetry.end(trace, span, ok, value)
         if future is not None:
-            if last and kind.sticky and self._queue.empty():
+            if last and job.sticky and self._queue.empty():
                 self.go_idle()
             self._handback(future, ok, value)
         # a driver error's traceback holds this frame, and through its f_back its
@@ -311,13 +311,12 @@ class Worker:
         """What the caller of ``job`` gets after its statement raised ``exc``: the
         connection checked, a pooler's symptom cured and the call run again, a
         transient failure retried (``retries``), a hint added (``explain``)."""
-        kind: Kind = job[KIND]
         value, ok = self.session.after_error(exc, running), False
         # pooler_symptom first: it notes the cure on the error (and applies it) whatever
         # the kind, and only a rerunnable call runs again on the cured connection
-        if self.crew.driver.pooler_symptom(value) and kind.rerunnable:
+        if self.crew.driver.pooler_symptom(value) and job.rerunnable:
             value, ok = self.rerun(job, value, running)
-        elif kind.retriable and self._config.retries:
+        elif job.retriable and self._config.retries:
             value, ok = self.retry(job, value, running)
         if not ok and not isinstance(value, Error):
             self.explain(value, job)
@@ -341,13 +340,13 @@ class Worker:
         between; return its outcome. The last error, when they run out, names the
         attempts. A caller who gave up, a watchdog that acted or a closing pool ends
         the retries."""
-        run, args, attempts = job[KIND].run, job[ARGS:], 1
+        attempts = 1
         while attempts <= self._config.retries and self.may_retry(error, running):
             self._retries += 1
             time.sleep(transient.retry_wait(attempts, error, self.crew.connect_wait))
             attempts += 1
             try:
-                return run(self.session, *args), True
+                return job.run(self.session), True
             except BaseException as exc:
                 error = self.session.after_error(exc, running)
         if attempts > 1:
@@ -358,16 +357,15 @@ class Worker:
         """Run once more a standalone call that failed without running, on a
         connection the driver has just made fit (``Driver.pooler_symptom``)."""
         try:
-            return job[KIND].run(self.session, *job[ARGS:]), True
+            return job.run(self.session), True
         except BaseException as exc:
             return self.session.after_error(exc, running), False
 
     def explain(self, error: BaseException, job: Job) -> None:
         """Add a note to a driver's error where adb sees its likely cause: placeholders
         of another paramstyle (``adb.sqltext.placeholder_hint``)."""
-        params = job[JOB_PARAMS] if job[KIND].statement else NOT_GIVEN
-        hint = placeholder_hint(job[JOB_SQL], self.crew.driver.paramstyle, params) \
-            if len(job) > JOB_SQL else None
+        params = job.params if isinstance(job, Statement) else NOT_GIVEN
+        hint = placeholder_hint(job.text(), self.crew.driver.paramstyle, params)
         if hint is not None:
             add_note(error, hint)
 
@@ -382,12 +380,12 @@ class Worker:
 
     # -- group commit: a unit of standalone operations ----------------------------------
 
-    def serve_batchable(self, job: Job) -> None:
+    def serve_batchable(self, job: Statement) -> None:
         """A standalone operation: alone, or at the head of a unit of the operations
         queued behind it."""
         if self._queue.empty():
             return self.serve(job)
-        path = self.crew.driver.batch_path(job[JOB_SQL])
+        path = self.crew.driver.batch_path(job.sql)
         if path is Path.ALONE:
             return self.serve(job)
         if not self.admit(job):
@@ -397,7 +395,7 @@ class Worker:
             return self.execute(job, last=True)
         return self.run_unit(unit)
 
-    def gather(self, first: Job, path: Path) -> Unit:
+    def gather(self, first: Statement, path: Path) -> Unit:
         """The unit ``first`` (admitted, its statement on ``path``) heads: it and up to
         ``autobatch - 1`` more standalone operations taken from the shared queue,
         in queue order.
@@ -416,10 +414,10 @@ class Worker:
                 job = queue.get_nowait()
             except Empty:
                 break
-            if not isinstance(job, tuple) or not job[KIND].batchable:  # STOP, WAKE, other work
+            if not isinstance(job, Statement) or not job.batchable:  # STOP, WAKE, other work
                 later.append(job)
                 break
-            path = known.get(job[JOB_SQL]) or path_of(job[JOB_SQL])
+            path = known.get(job.sql) or path_of(job.sql)
             if path is Path.ALONE:
                 later.append(job)
             elif self.admit(job):
@@ -436,7 +434,7 @@ class Worker:
         counts: list[int] = []
         try:
             conn = session.connection()
-            statements = [(job[JOB_SQL], job[JOB_PARAMS]) for job in jobs]
+            statements = [(job.sql, job.params) for job in jobs]
             counts = driver.run_unit(conn, statements, unit.path)
         except BaseException as exc:  # everything goes back to the callers
             error = exc
@@ -452,16 +450,16 @@ class Worker:
             self.trace_unit(jobs, started, True, None)
             self._batched += len(jobs)
             self._completed += len(jobs)
-            self._handback.many([(job[FUTURE], True, count) for job, count in zip(jobs, counts)])
+            self._handback.many([(job.future, True, count) for job, count in zip(jobs, counts)])
         else:
             self.one_by_one(jobs, error)
 
-    def trace_unit(self, jobs: list[Job], started: float, ok: bool, error: Any) -> None:
+    def trace_unit(self, jobs: list[Statement], started: float, ok: bool, error: Any) -> None:
         """Spans for the calls of a unit that ran as one (``adb.telemetry``)."""
         if self._telemetry is not None:
-            self._telemetry.unit([job[TRACE] for job in jobs], ok, error, started)
+            self._telemetry.unit([job.trace for job in jobs], ok, error, started)
 
-    def lost(self, jobs: list[Job], error: BaseException, what: str) -> None:
+    def lost(self, jobs: list[Statement], error: BaseException, what: str) -> None:
         """The connection broke under ``jobs`` sent together (``what``: a unit, a
         pipeline): any of their statements may have run."""
         self.session.disconnect(f"{type(error).__name__} during {what}")
@@ -475,9 +473,9 @@ class Worker:
                 f"({type(error).__name__}: {str(error).strip()[:200]}); the statement may have run",
                 may_have_run=True)
             lost.__cause__ = error
-            self._handback(job[FUTURE], False, lost)
+            self._handback(job.future, False, lost)
 
-    def one_by_one(self, jobs: list[Job], error: BaseException) -> None:
+    def one_by_one(self, jobs: list[Statement], error: BaseException) -> None:
         """The unit failed with ``error`` and was rolled back: run each call alone, so
         each caller gets its own outcome (the failing one its own error). A call
         whose caller gave up meanwhile (an interrupted ``adb.sync`` caller, whose
@@ -487,7 +485,7 @@ class Worker:
         self._unit_fallbacks += 1
         exiting = self.crew.exiting
         for job in jobs:
-            future = job[FUTURE]
+            future = job.future
             if future is not None and self._is_abandoned(future):
                 self._handback.nudge()
             elif exiting:

@@ -1,6 +1,6 @@
 """Admission under ``max_queued`` as pure logic: a list stands in for the pool's
 queue (adb's own plumbing, no database behaviour), futures are plain records, and a
-job is a one-item tuple of its name (a job is a tuple: the compiled build checks)."""
+job is a real one (the compiled build checks its type) whose future is its name."""
 
 import threading
 from typing import Any, cast
@@ -10,6 +10,7 @@ import pytest
 from adb.admission import Admission
 from adb.dispatch import Dispatch
 from adb.errors import PoolClosed, QueueFull
+from adb.jobs import Connect
 
 
 class FakePool:
@@ -18,11 +19,16 @@ class FakePool:
     def __init__(self) -> None:
         self.jobs: list[Any] = []
 
-    def submit(self, job: tuple[Any, ...]) -> None:
-        self.jobs.append(job[0])  # jobs are tuples (the compiled build checks): kept by name
+    def submit(self, job: Connect) -> None:
+        self.jobs.append(job.future)  # kept by name
 
     def queued(self) -> int:
         return len(self.jobs)
+
+
+def job(name: str) -> Connect:
+    """A job standing for a call named ``name`` (it never runs)."""
+    return Connect(name, None, None, None)
 
 
 def settle_into(record):
@@ -41,8 +47,8 @@ def make(limit=2, on_full="wait"):
 
 def test_calls_queue_while_there_is_room_then_park_in_order():
     admission, pool, _ = make(limit=2)
-    for job in "abcde":
-        admission.put((job,))
+    for name in "abcde":
+        admission.put(job(name))
     assert pool.jobs == ["a", "b"]
     assert admission.parked == 3
     pool.jobs.pop(0)          # a worker took "a"
@@ -55,10 +61,10 @@ def test_calls_queue_while_there_is_room_then_park_in_order():
 
 def test_a_call_never_overtakes_parked_ones():
     admission, pool, _ = make(limit=1)
-    admission.put(("a",))
-    admission.put(("b",))           # parked
+    admission.put(job("a"))
+    admission.put(job("b"))           # parked
     pool.jobs.clear()          # room now, but "b" waits first
-    admission.put(("c",))
+    admission.put(job("c"))
     assert pool.jobs == [] and admission.parked == 2
     admission.after()
     assert pool.jobs == ["b"]
@@ -66,9 +72,9 @@ def test_a_call_never_overtakes_parked_ones():
 
 def test_raise_mode_names_the_limit():
     admission, pool, _ = make(limit=1, on_full="raise")
-    admission.put(("a",))
+    admission.put(job("a"))
     with pytest.raises(QueueFull, match=r"'db-x' already has 1 calls waiting \(max_queued=1\)"):
-        admission.put(("b",))
+        admission.put(job("b"))
     assert pool.jobs == ["a"] and admission.parked == 0
 
 
@@ -76,8 +82,8 @@ def test_room_waiters_wake_only_when_nothing_is_parked_and_there_is_room():
     admission, pool, settled = make(limit=1)
     admission.wait("w0")
     assert settled == [("w0", True, None)]  # room at once
-    admission.put(("a",))
-    admission.put(("b",))
+    admission.put(job("a"))
+    admission.put(job("b"))
     admission.wait("w1")
     assert admission.waiting == 1
     pool.jobs.clear()
@@ -97,7 +103,7 @@ def test_room_waiters_also_wait_for_results_not_yet_delivered():
     admission.watch_deliveries(lambda: undelivered[0])
     admission.wait("w")
     assert settled == [] and admission.waiting == 1 and pool.jobs == []
-    admission.put(("a",))
+    admission.put(job("a"))
     assert pool.jobs == ["a"] and admission.parked == 0
     pool.jobs.clear()
     undelivered[0] = 1      # the loop delivered one: fewer than the limit wait
@@ -107,15 +113,15 @@ def test_room_waiters_also_wait_for_results_not_yet_delivered():
 
 def test_close_submits_parked_calls_and_fails_waiters():
     admission, pool, settled = make(limit=1)
-    for job in "abc":
-        admission.put((job,))
+    for name in "abc":
+        admission.put(job(name))
     admission.wait("w")
     admission.close()
     assert pool.jobs == ["a", "b", "c"]    # accepted, so handed to the pool to run
     (future, ok, error), = settled
     assert future == "w" and not ok and isinstance(error, PoolClosed)
     with pytest.raises(PoolClosed, match="db-x"):
-        admission.put(("d",))
+        admission.put(job("d"))
     admission.wait("late")
     assert settled[-1][0] == "late" and isinstance(settled[-1][2], PoolClosed)
 
@@ -126,7 +132,7 @@ def test_a_waiter_settled_at_once_may_call_back_in_without_deadlock():
     admission, pool, _ = make(limit=5)
 
     def settle(future, ok, value):
-        admission.put(("from-callback",))
+        admission.put(job("from-callback"))
     admission._settle = settle
     done = threading.Event()
 

@@ -13,6 +13,13 @@ methods as the pure one does).
 from queue import SimpleQueue
 
 from adb.dispatch import WAKE, Dispatch, Queued
+from adb.jobs import Connect
+
+
+def job(name):
+    """A job standing for a call named ``name`` (it never runs; the compiled build
+    checks a job's type)."""
+    return Connect(name, None, None, None)
 
 
 class Sleeper:
@@ -41,9 +48,9 @@ def test_a_job_queued_while_a_worker_registers_wakes_it():
     dispatch = Dispatch()
     worker = Sleeper()
     dispatch.queue = WorkerRegistersBeforeThePut(dispatch, worker)
-    job = ("the job",)
-    dispatch.submit(job)
-    assert dispatch.queue.get_nowait() == job  # the job waits in the shared queue
+    queued = job("the job")
+    dispatch.submit(queued)
+    assert dispatch.queue.get_nowait() is queued  # the job waits in the shared queue
     # ... and the sleeping worker was sent to look there
     assert worker.inbox.get_nowait() is WAKE
     assert list(dispatch.idle) == []
@@ -54,14 +61,16 @@ def test_an_idle_worker_gets_the_job_itself():
     first, last = Sleeper(), Sleeper()
     dispatch.add_idle(first)
     dispatch.add_idle(last)
-    dispatch.submit(("a",))
-    assert last.inbox.get_nowait() == ("a",)  # the most recently idle: a hot thread
+    queued = job("a")
+    dispatch.submit(queued)
+    assert last.inbox.get_nowait() is queued  # the most recently idle: a hot thread
     assert first.inbox.empty() and dispatch.queue.empty()
     assert dispatch.idle == [first]
 
 
 def test_with_nobody_idle_the_job_waits_in_the_queue_and_nobody_is_woken():
     dispatch = Dispatch()
-    dispatch.submit(("a",))
-    assert dispatch.queue.get_nowait() == ("a",)
+    queued = job("a")
+    dispatch.submit(queued)
+    assert dispatch.queue.get_nowait() is queued
     assert dispatch.idle == []

@@ -1,13 +1,17 @@
 """The structure ``docs/architecture.md`` promises, held against the code.
 
-- Only the engine builds jobs: no module but ``adb/engine.py`` and ``adb/jobs.py``
-  names a job ``Kind``'s member or calls a job builder (``adb/txrecord.py`` builds
-  the one job a dropped or abandoned transaction needs), and no module outside the
-  engine side puts anything on a queue.
+Each rule reads the code's structure (what a module imports, what it calls, which
+module writes an attribute), never a list of names written here:
+
+- Only the engine makes jobs: the job kinds are the classes ``adb/jobs.py``
+  derives from ``Job``, and no module but ``adb/engine.py`` calls one.
+- The job queue's vocabulary stays on the engine side: no module outside it imports
+  ``Job``, ``Queued`` or a job kind, so none can put a job on a queue.
 - No feature, front-end or facade module imports the worker's modules
   (``session``, ``ops``, ``worker``, ``pipeline``, ``watchdog``, ``dispatch``).
-- No identity test on a job's function: no ``is``/``in`` comparison names a
-  ``Session`` method, an ``ops`` function, or a kind's ``run``/an op's ``fn``.
+- No identity test on what a job runs: no ``is``/``in`` comparison names a
+  ``Session`` method, an ``ops`` function, or a job kind (a kind's flags say what
+  a worker may do with it).
 - Every shared structure has one writer: each row of the ownership table whose
   state names an attribute is written only by the modules the row names.
 - No back channel: a Protocol in a feature module names no private member of
@@ -44,14 +48,11 @@ def classes(path: Path) -> list[ast.ClassDef]:
     return [node for node in ast.walk(tree_of(path)) if isinstance(node, ast.ClassDef)]
 
 
-#: the engine side: the engine, what it builds jobs with, and the worker's modules
-ENGINE_SIDE = {"engine.py", "jobs.py", "txrecord.py", "session.py", "worker.py", "pipeline.py",
+#: the engine side: the engine, the job vocabulary (the kinds, the ops), and the worker's modules
+ENGINE_SIDE = {"engine.py", "jobs.py", "op.py", "txrecord.py", "session.py", "worker.py", "pipeline.py",
                "watchdog.py", "pool.py", "dispatch.py", "admission.py", "ops.py", "call.py",
                "handback.py"}
 WORKER_MODULES = {"session", "ops", "worker", "pipeline", "watchdog", "dispatch"}
-#: the job builders of adb/jobs.py, and who may call them
-BUILDERS = {"detached", "abandon_job", "finish_job"}
-JOB_BUILDERS = {"engine.py", "jobs.py", "txrecord.py"}
 
 
 def modules() -> list[tuple[str, ast.Module]]:
@@ -73,35 +74,78 @@ def imported(tree: ast.Module) -> set[str]:
     return names - {""}
 
 
-def kind_members(tree: ast.Module) -> list[str]:
-    """``Kind.X`` references and job builder calls in ``tree``."""
-    found = [ast.unparse(node) for node in ast.walk(tree)
-             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
-             and node.value.id == "Kind" and node.attr.isupper()]
-    found += [node.func.id for node in ast.walk(tree)
-              if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-              and node.func.id in BUILDERS]
+def names_from(tree: ast.Module, module: str) -> dict[str, str]:
+    """What ``tree`` binds from the ``adb`` module ``module``: each local name and
+    the name it stands for there (``""``: the module itself)."""
+    bound: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("adb")):
+            source = (node.module or "").split(".")[-1]
+            for alias in node.names:
+                if source == module:
+                    bound[alias.asname or alias.name] = alias.name
+                elif alias.name == module and source in ("", "adb"):
+                    bound[alias.asname or alias.name] = ""
+    return bound
+
+
+def job_kinds() -> set[str]:
+    """The classes of ``adb/jobs.py`` that derive from ``Job``, directly or not."""
+    bases = {cls.name: {ast.unparse(base) for base in cls.bases}
+             for cls in classes(ADB / "jobs.py")}
+    kinds: set[str] = set()
+    grew = True
+    while grew:
+        grown = {name for name, of in bases.items() if of & (kinds | {"Job"})}
+        grew, kinds = grown != kinds, grown
+    return kinds
+
+
+def uses_of(tree: ast.Module, module: str, wanted: set[str]) -> list[ast.AST]:
+    """The nodes of ``tree`` that name one of ``wanted`` from ``module``: a name it
+    imported from there, or an attribute of the module imported whole."""
+    bound = names_from(tree, module)
+    found: list[ast.AST] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and bound.get(node.id) in wanted:
+            found.append(node)
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                and bound.get(node.value.id) == "" and node.attr in wanted:
+            found.append(node)
     return found
 
 
-def test_only_the_engine_builds_jobs() -> None:
-    found = {name: kind_members(tree) for name, tree in modules()
-             if name not in JOB_BUILDERS}
-    assert {name: refs for name, refs in found.items() if refs} == {}
+def job_makers(tree: ast.Module) -> list[str]:
+    """The calls in ``tree`` that make a job: a job kind called."""
+    kinds = set(uses_of(tree, "jobs", job_kinds()))
+    return [ast.unparse(node) for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and node.func in kinds]
 
 
-def queue_puts(tree: ast.Module) -> list[str]:
-    """Calls that put on a job queue: ``<x>.queue.put(...)``, ``<x>.inbox.put(...)``,
-    ``gate.put(...)``."""
-    return [ast.unparse(node.func) for node in ast.walk(tree)
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-            and node.func.attr in ("put", "put_nowait")
-            and re.search(r"(\bqueue|inbox|gate)$", ast.unparse(node.func.value))]
+def test_the_job_kinds_are_found() -> None:
+    kinds = job_kinds()
+    assert {"Query", "Operation", "TxStatement", "Begin", "Finish", "Abandon",
+            "OpenStream", "Hosted", "Statement", "Work"} <= kinds
+    assert "Op" not in kinds
 
 
-def test_no_module_outside_the_engine_side_queues_a_job() -> None:
-    found = {name: queue_puts(tree) for name, tree in modules() if name not in ENGINE_SIDE}
-    assert {name: puts for name, puts in found.items() if puts} == {}
+def test_only_the_engine_makes_jobs() -> None:
+    found = {name: job_makers(tree) for name, tree in modules() if name != "engine.py"}
+    assert {name: calls for name, calls in found.items() if calls} == {}
+    assert job_makers(tree_of(ADB / "engine.py"))  # the check sees the calls it allows
+
+
+def queue_vocabulary(tree: ast.Module) -> list[str]:
+    """The job queue's names ``tree`` imports: ``Job``, ``Queued``, a job kind."""
+    wanted = {"call": {"Job"}, "dispatch": {"Queued"}, "jobs": job_kinds()}
+    return sorted({name for module, names in wanted.items()
+                   for name, original in names_from(tree, module).items() if original in names})
+
+
+def test_no_module_outside_the_engine_side_can_queue_a_job() -> None:
+    found = {name: queue_vocabulary(tree) for name, tree in modules()
+             if name not in ENGINE_SIDE}
+    assert {name: names for name, names in found.items() if names} == {}
 
 
 def test_no_feature_front_end_or_facade_imports_the_worker_modules() -> None:
@@ -110,33 +154,46 @@ def test_no_feature_front_end_or_facade_imports_the_worker_modules() -> None:
     assert {name: bad for name, bad in found.items() if bad} == {}
 
 
-IDENTITY = re.compile(r"\bSession\.\w+|\bops\.\w+|\.run\b|\.fn\b|\[(FN|JOB_OP)\]")
+def job_functions(tree: ast.Module) -> set[ast.AST]:
+    """The nodes of ``tree`` that name what a job runs: a ``Session`` method, an
+    ``ops`` function, a job kind."""
+    ops = {node.name for node in tree_of(ADB / "ops.py").body
+           if isinstance(node, ast.FunctionDef)}
+    found = set(uses_of(tree, "ops", ops)) | set(uses_of(tree, "jobs", job_kinds()))
+    sessions = set(uses_of(tree, "session", {"Session"}))
+    found |= {node for node in ast.walk(tree)
+              if isinstance(node, ast.Attribute) and node.value in sessions}
+    return found
 
 
 def identity_tests(tree: ast.Module) -> list[str]:
-    """``is``/``in`` comparisons that name a job function (a test against None aside)."""
+    """``is``/``in`` comparisons one of whose operands names what a job runs."""
+    named = job_functions(tree)
     return [ast.unparse(node) for node in ast.walk(tree)
             if isinstance(node, ast.Compare)
             and any(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in node.ops)
-            and not all(isinstance(c, ast.Constant) and c.value is None
-                        for c in node.comparators)
-            and IDENTITY.search(ast.unparse(node))]
+            and any(sub in named for operand in [node.left, *node.comparators]
+                    for sub in ast.walk(operand))]
 
 
-def test_no_identity_test_on_a_job_function() -> None:
+def test_no_identity_test_on_what_a_job_runs() -> None:
     found = {name: identity_tests(tree) for name, tree in modules()}
     assert {name: tests for name, tests in found.items() if tests} == {}
 
 
 def test_the_rule_checks_can_fail() -> None:
-    tree = ast.parse("from .session import Session\nfrom . import ops\n"
-                     "if job[FN] is Session.batchable: pass\n"
+    tree = ast.parse("from .session import Session\nfrom . import ops, jobs\n"
+                     "from .jobs import Finish as End\nfrom .dispatch import Queued\n"
+                     "if fn is Session.standalone: pass\n"
                      "if op is not ops.interaction: pass\n"
-                     "tx.queue.put(detached(Kind.FINISH, ()))\n")
+                     "if type(job) in (End, jobs.Query): pass\n"
+                     "tx.queue.put(End(None, None, None, None, tx, False))\n"
+                     "gate.put(jobs.CloseStream(None, None, None, None))\n")
     assert imported(tree) >= {"session", "Session", "ops"}
-    assert len(identity_tests(tree)) == 2
-    assert kind_members(tree) == ["Kind.FINISH", "detached"]
-    assert queue_puts(tree) == ["tx.queue.put"]
+    assert len(identity_tests(tree)) == 3
+    assert job_makers(tree) == ["End(None, None, None, None, tx, False)",
+                                "jobs.CloseStream(None, None, None, None)"]
+    assert queue_vocabulary(tree) == ["End", "Queued"]
 
 
 def ownership_rows() -> list[tuple[str, list[str]]]:
