@@ -26,7 +26,7 @@ from .savepoint import Savepoint
 from .transaction import Transaction as _Tx, TransactionContext
 
 if TYPE_CHECKING:
-    from typing_extensions import Unpack
+    from typing_extensions import Self, Unpack
 
     from .options import Options
 
@@ -183,23 +183,11 @@ _UNBOUND = object()
 _BASE_CREATE_FUTURE = asyncio.BaseEventLoop.create_future
 
 
-class Database(BaseDatabase["asyncio.Future[Any]"]):
-    """The asyncio front-end's Database: every method returns an awaitable ``asyncio.Future``.
-
-    Every other keyword is an option of ``adb.core.BaseDatabase``, the same on
-    every front-end.
-
-    :param loop: the event loop to deliver results on; default: the running loop
-        of the first call.
-    """
-    __doc__ = frontend_doc(__doc__)
-
-    _frontend: AsyncioFrontEnd
-
-    def __init__(self, url: URL = EMBEDDED, *, loop: Optional[asyncio.AbstractEventLoop] = None,
-                 **options: Unpack[Options]) -> None:
-        self._frontend = AsyncioFrontEnd(loop)
-        super().__init__(url, **options)
+class FutureDatabase(BaseDatabase["asyncio.Future[Any]"]):
+    """What the asyncio and Tornado front-ends' Databases share: each method returns
+    an awaitable ``asyncio.Future``, and ``close()`` is awaited. Each front-end's
+    class hands it the ``FrontEnd`` it builds from its own keyword (``loop=``,
+    ``ioloop=``)."""
 
     if TYPE_CHECKING:  # what each method returns on this front-end (written in BaseDatabase)
         def connect(self, *, timeout: Optional[float] = None) -> asyncio.Future[None]: ...
@@ -281,7 +269,7 @@ class Database(BaseDatabase["asyncio.Future[Any]"]):
         if closing is not None:  # None: a forked child's close, done at once
             await asyncio.shield(closing)
 
-    async def __aenter__(self) -> Database:
+    async def __aenter__(self) -> Self:
         """Open the first connection (``connect()``); a Database that cannot is closed
         again, and the error raised."""
         try:
@@ -293,3 +281,21 @@ class Database(BaseDatabase["asyncio.Future[Any]"]):
 
     async def __aexit__(self, *exc_info: Any) -> None:
         await self.close()
+
+
+class Database(FutureDatabase):
+    """The asyncio front-end's Database: every method returns an awaitable ``asyncio.Future``.
+
+    Every other keyword is an option of ``adb.core.BaseDatabase``, the same on
+    every front-end.
+
+    :param loop: the event loop to deliver results on; default: the running loop
+        of the first call.
+    """
+    __doc__ = frontend_doc(__doc__)
+
+    _frontend: AsyncioFrontEnd
+
+    def __init__(self, url: URL = EMBEDDED, *, loop: Optional[asyncio.AbstractEventLoop] = None,
+                 **options: Unpack[Options]) -> None:
+        super().__init__(AsyncioFrontEnd(loop), url, **options)

@@ -4,8 +4,8 @@ Each public method checks its arguments (a wrong type fails now, in the caller's
 thread) and makes one call into the engine (``adb.engine``), which does the
 plumbing, or into a feature (``adb.stream``, ``adb.bulk``, ``adb.retry``,
 ``adb.listener``), which takes the engine. A front-end is one small module: a
-subclass that sets ``_frontend`` (``adb.frontend``: how its callers wait) and
-says, for the type checker, what each method returns there.
+subclass that hands ``__init__`` its ``FrontEnd`` (``adb.frontend``: how its callers
+wait) and says, for the type checker, what each method returns there.
 ``docs/architecture.md`` shows the layers and the life of one call.
 """
 
@@ -121,12 +121,15 @@ class BaseDatabase(Generic[F]):
         means a private SQLite file, removed on close (the embedded default).
     :param options: the options above.
 
-    A front-end's subclass sets ``_frontend`` before calling ``__init__``.
+    A front-end's subclass passes its ``FrontEnd`` first (positional only: no
+    option can take its place).
     """
 
     _frontend: FrontEnd[F]
 
-    def __init__(self, url: URL = EMBEDDED, **options: Unpack[Options]) -> None:
+    def __init__(self, frontend: FrontEnd[F], url: URL = EMBEDDED, /,
+                 **options: Unpack[Options]) -> None:
+        self._frontend = frontend
         if url is None:
             raise InterfaceError(
                 "the database URL is None (an environment variable not set?): give a URL "

@@ -171,8 +171,7 @@ class Database(BaseDatabase[Waiter]):
     __doc__ = frontend_doc(__doc__)
 
     def __init__(self, url: URL = EMBEDDED, **options: Unpack[Options]) -> None:
-        self._frontend = SyncFrontEnd()
-        super().__init__(url, **options)
+        super().__init__(SyncFrontEnd(), url, **options)
 
     if TYPE_CHECKING:  # what each method returns on this front-end (written in BaseDatabase)
         def connect(self, *, timeout: Optional[float] = None) -> None: ...

@@ -43,7 +43,7 @@ class TornadoFrontEnd(_asyncio.AsyncioFrontEnd):
         return loop
 
 
-class Database(_asyncio.Database):
+class Database(_asyncio.FutureDatabase):
     """The Tornado front-end's Database: bound to an IOLoop (``ioloop=``, else that of
     its first call).
 
@@ -60,8 +60,7 @@ class Database(_asyncio.Database):
 
     def __init__(self, url: URL = EMBEDDED, *, ioloop: Optional[IOLoop] = None,
                  **options: Unpack[Options]) -> None:
-        self._frontend = TornadoFrontEnd(ioloop)
-        super(_asyncio.Database, self).__init__(url, **options)
+        super().__init__(TornadoFrontEnd(ioloop), url, **options)
 
     @property
     def ioloop(self) -> Optional[IOLoop]:

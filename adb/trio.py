@@ -291,8 +291,7 @@ class Database(BaseDatabase[TrioFuture]):
     _frontend: TrioFrontEnd
 
     def __init__(self, url: URL = EMBEDDED, **options: Unpack[Options]) -> None:
-        self._frontend = TrioFrontEnd()
-        super().__init__(url, **options)
+        super().__init__(TrioFrontEnd(), url, **options)
 
     async def close(self, timeout: Optional[float] = None) -> None:
         """Stop taking calls, let queued calls finish, roll back open transactions,

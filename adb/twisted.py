@@ -190,8 +190,7 @@ class Database(BaseDatabase["defer.Deferred[Any]"]):
                  **options: Unpack[Options]) -> None:
         if reactor is None:
             from twisted.internet import reactor
-        self._frontend = self._frontend_class(reactor)
-        super().__init__(url, **options)
+        super().__init__(self._frontend_class(reactor), url, **options)
 
     @property
     def reactor(self) -> Any:

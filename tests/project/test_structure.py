@@ -37,7 +37,7 @@ FACADE = ("adb/core.py", "BaseDatabase")
 FEATURES = ["stream.py", "bulk.py", "retry.py", "listener.py", "transaction.py", "savepoint.py",
             "replicas.py", "listen.py"]
 #: each front-end's module and Database class whose stubs say what methods return there
-FRONT_ENDS = [("asyncio.py", "Database"), ("sync.py", "Database"), ("twisted.py", "Database")]
+FRONT_ENDS = [("asyncio.py", "FutureDatabase"), ("sync.py", "Database"), ("twisted.py", "Database")]
 
 
 def tree_of(path: Path) -> ast.Module:
