@@ -38,7 +38,8 @@ class Job:
     work needs and its own ``run(session)``; only the engine makes them
     (``adb.engine``). The four fields every job has:
 
-    - ``future``: what its caller waits on (None: nobody waits, a detached job);
+    - ``future``: what its caller waits on (None: nobody waits, a detached job; or
+      it has run, and its worker let go of it);
     - ``claim``: a Claim, for a call with a ``timeout`` (else None);
     - ``run_timeout``: the watchdog's limit in seconds (None: none);
     - ``trace``: an ``adb.telemetry.Trace``, or None without telemetry.

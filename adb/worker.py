@@ -300,11 +300,14 @@ class Worker:
                 self.go_idle()
             self._handback(future, ok, value)
         # a driver error's traceback holds this frame, and through its f_back its
-        # callers' (``serve``): a finished frame keeps its locals. An error handed back
-        # with that error as its cause would otherwise hold itself, through them, its
-        # job and its future (which holds the error), in a cycle only the cyclic
+        # callers' (``serve``), and the finished frame of ``job.run`` (interpreted;
+        # compiled, it has none): a finished frame keeps its locals. An error handed
+        # back with that error as its cause would otherwise hold itself, through them,
+        # its job and its future (which holds the error), in a cycle only the cyclic
         # collector frees, and with it whatever its own traceback holds in the caller's
-        # frames: a transaction handle, whose worker stays pinned until then
+        # frames: a transaction handle, whose worker stays pinned until then. The job
+        # is done: it lets go of its future, and this frame of the rest
+        job.future = None
         del value, future, job, running
 
     def failed(self, job: Job, exc: BaseException, running: RunningCall) -> tuple[Any, bool]:
@@ -348,7 +351,7 @@ class Worker:
             try:
                 return job.run(self.session), True
             except BaseException as exc:
-                error = self.session.after_error(exc, running)
+                    error = self.session.after_error(exc, running)
         if attempts > 1:
             name_attempts(error, attempts, "the call", self._config.retries)
         return error, False
