@@ -410,7 +410,8 @@ class Session:
         pinning this worker, on a cursor of its own."""
         return self._in_transaction(self.on_own_cursor, op, args)
 
-    def _in_transaction(self, on_cursor: Callable[[Connection, ops.OnCursor, tuple[Any, ...]], Any],
+    def _in_transaction(self,
+                        on_cursor: Callable[[Connection, ops.OnCursor, tuple[Any, ...]], Any],
                         op: ops.OnCursor, args: tuple[Any, ...]) -> Any:
         """Run ``op`` in the pinned transaction. An error after which the server
         rolled the whole transaction back marks it, so nothing more runs in it and

@@ -49,9 +49,9 @@ def classes(path: Path) -> list[ast.ClassDef]:
 
 
 #: the engine side: the engine, the job vocabulary (the kinds, the ops), and the worker's modules
-ENGINE_SIDE = {"engine.py", "jobs.py", "op.py", "txrecord.py", "session.py", "worker.py", "pipeline.py",
-               "watchdog.py", "pool.py", "dispatch.py", "admission.py", "ops.py", "call.py",
-               "handback.py"}
+ENGINE_SIDE = {"engine.py", "jobs.py", "op.py", "txrecord.py", "session.py", "worker.py",
+               "pipeline.py", "watchdog.py", "pool.py", "dispatch.py", "admission.py", "ops.py",
+               "call.py", "handback.py"}
 WORKER_MODULES = {"session", "ops", "worker", "pipeline", "watchdog", "dispatch"}
 
 
