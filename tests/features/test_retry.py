@@ -53,14 +53,23 @@ async def lock_wait_seen(url, session, waiting):
     query = ("select trx_mysql_thread_id, trx_state, trx_query "
              "from information_schema.innodb_trx")
     try:
-        deadline = time.monotonic() + 60
+        began = time.monotonic()
+        deadline, polls, slowest, shown = began + 60, 0, 0.0, []
         while True:
+            if waiting.done():  # what the server showed last, should its error come first
+                try:
+                    await waiting
+                except Exception as exc:
+                    raise AssertionError(
+                        f"the call meant to wait for the lock failed after "
+                        f"{time.monotonic() - began:.1f} s, {polls} looks at the server "
+                        f"(the slowest {slowest:.1f} s), which showed {shown} last") from exc
+                raise AssertionError("the call meant to wait for the lock ended first")
+            asked = time.monotonic()
             shown = [tuple(row) for row in await asyncio.to_thread(side.runQuery, query)]
+            polls, slowest = polls + 1, max(slowest, time.monotonic() - asked)
             if (session, "LOCK WAIT") in [row[:2] for row in shown]:
                 return
-            if waiting.done():
-                await waiting  # its error, if it had one
-                raise AssertionError("the call meant to wait for the lock ended first")
             assert time.monotonic() < deadline, (
                 f"session {session} never waited for the lock; the server shows {shown}")
             await asyncio.sleep(0.01)
@@ -205,6 +214,9 @@ async def test_a_deadlock_victim_on_mariadb_cannot_commit_what_is_left(db):
     [(session,)] = await ev(one.runQuery("select connection_id()"))
     [(other,)] = await ev(two.runQuery("select connection_id()"))
     assert session != other, "two open transactions were given one connection"
+    # one's wait must outlast the look below (60 s), so a wait the look missed fails
+    # naming what the server showed, not with one's lock wait timeout (50 s by default)
+    await ev(one.runOperation("set session innodb_lock_wait_timeout = 120"))
     await ev(bump(db, one, table, "a", 1))
     await ev(bump(db, two, table, "b", 2))
     if front_of(db) == "sync":  # waits for two's lock: in a thread of its own
