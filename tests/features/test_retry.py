@@ -9,6 +9,7 @@ import sqlite3
 import sys
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -54,7 +55,8 @@ async def lock_wait_seen(url, session, waiting):
              "from information_schema.innodb_trx")
     try:
         began = time.monotonic()
-        deadline, polls, slowest, shown = began + 60, 0, 0.0, []
+        deadline, polls, slowest = began + 60, 0, 0.0
+        shown: list[tuple[Any, ...]] = []
         while True:
             if waiting.done():  # what the server showed last, should its error come first
                 try:
