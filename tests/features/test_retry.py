@@ -46,10 +46,21 @@ def bump(db, tx, table, column, key):
                                          "where k = %s"), (key,))
 
 
+#: seconds between looks at ``innodb_trx``: more than the 0.1 s without a read after which
+#: InnoDB refreshes it (``lock_wait_seen``)
+LOOK_EVERY = 0.25
+
+
 async def lock_wait_seen(url, session, waiting):
     """Wait until MariaDB shows the session ``session`` (a connection id) waiting for a
     lock; fail at once, with what ended it, if the call meant to wait (``waiting``)
-    ended first, and after 60 s with what the server showed."""
+    ended first, and after 60 s with what the server showed.
+
+    InnoDB serves ``innodb_trx`` from a copy it refreshes only once nobody has read
+    it for 0.1 s (``CACHE_MIN_IDLE_TIME_US``, so that joined views agree): a look
+    every few milliseconds would read the first copy for ever, which the test before
+    may have left, showing its sessions and never this one's wait. The looks come
+    LOOK_EVERY apart."""
     side = adb.sync.Database(url, pool_size=1)
     query = ("select trx_mysql_thread_id, trx_state, trx_query "
              "from information_schema.innodb_trx")
@@ -72,9 +83,14 @@ async def lock_wait_seen(url, session, waiting):
             polls, slowest = polls + 1, max(slowest, time.monotonic() - asked)
             if (session, "LOCK WAIT") in [row[:2] for row in shown]:
                 return
-            assert time.monotonic() < deadline, (
-                f"session {session} never waited for the lock; the server shows {shown}")
-            await asyncio.sleep(0.01)
+            if time.monotonic() >= deadline:
+                sessions = await asyncio.to_thread(
+                    side.runQuery, "select id, command, state, info "
+                    "from information_schema.processlist order by id")
+                raise AssertionError(
+                    f"session {session} never waited for the lock; the server shows {shown} "
+                    f"in innodb_trx, and these sessions: {[tuple(row) for row in sessions]}")
+            await asyncio.sleep(LOOK_EVERY)
     finally:
         side.close()
 
