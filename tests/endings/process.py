@@ -40,8 +40,11 @@ from .site import Site
 
 #: seconds a program may take to exit after its ending (a loaded machine's)
 EXIT = 15.0
-#: seconds a program may take to start (imports, first connection)
-START = 60.0
+#: seconds a program may take to start (imports, first connection): about 2 s on a quiet
+#: machine, but 58-80 s on python3.13t beside a busy process per core (its locks spin
+#: with sched_yield, and each yield can hand the core to the busy process), so a bound
+#: that only a hang at start outlasts
+START = 240.0
 SIGNALS = {"sigint": signal.SIGINT, "sigterm": signal.SIGTERM, "exit": signal.SIGUSR2,
            "fork": signal.SIGUSR1}
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -146,10 +149,13 @@ def run_process(plan: Plan, tmp_dir: str) -> Outcome:
             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             env={**os.environ, "PYTHONPATH": REPO})
         heard = Listener(proc, site.table)
+        started = time.monotonic()
         if not heard.ledger.wait_for(lambda: heard.ready or proc.poll() is not None, START) \
                 or not heard.ready:
-            out.findings.append(f"the program did not start: {heard.stderr[-10:]}")
+            out.findings.append(f"the program did not start within {START} s: "
+                                f"{heard.stderr[-10:]}")
             return out
+        out.figures["start_s"] = round(time.monotonic() - started, 2)
         out.figures["moment"] = reach_moment(plan, site, heard, proc)
         began = time.monotonic()
         if proc.poll() is None:

@@ -23,7 +23,7 @@ from benchmarks import privateserver
 
 from . import scenario
 from .plans import DRIVERS, FRONTS, IN_SUBPROCESS, in_process_endings, plans, process_plans
-from .process import run_process
+from .process import START, run_process
 
 EXAMPLES = int(os.environ.get("ADB_ENDINGS_EXAMPLES", "0"))
 #: only these endings (comma-separated), e.g. ADB_ENDINGS_ONLY=close,sigint
@@ -91,7 +91,7 @@ def test_work_ended_in_process(front, driver, tmp_path_factory, private_pg):
     check()
 
 
-@pytest.mark.timeout(timeout_for(90))
+@pytest.mark.timeout(timeout_for(START + 90))
 @pytest.mark.parametrize("front", FRONTS)
 def test_a_program_ended(front, tmp_path_factory):
     """A real program on ``front`` ended by SIGINT, SIGTERM, its own exit or a
