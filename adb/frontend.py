@@ -104,7 +104,7 @@ class Sink(Protocol):
 
 
 class WorkerSession(Protocol):
-    """A worker's connection as a hosted call sees it (``Engine.hosted``: the adbapi
+    """A worker's connection as a hosted call sees it (``engine.hosted``: the adbapi
     drop-in's calls, in the worker's thread): the connection it has, opening one,
     dropping it."""
 

@@ -1,7 +1,7 @@
 """``Op``: what a call does on a cursor, and the kinds of job it makes.
 
 The facade, the features and the front-ends name an ``Op`` when they call the
-engine (``Engine.standalone``, ``Engine.in_transaction``, ``Engine.step_in``); the
+engine (``engine.standalone``, ``engine.in_transaction``, ``engine.step_in``); the
 engine makes the job of the kind the op names (``adb.jobs``), which runs the op's
 function (``adb.ops``) on a worker's cursor. An enum, so it stays interpreted: the
 job kinds and the cursor functions it names are compiled.

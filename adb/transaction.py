@@ -33,6 +33,7 @@ class TxEngine(Protocol):
     def check_tx(self, tx: Transaction) -> None: ...
     def finish(self, tx: Transaction, commit: bool) -> Any: ...
     def end(self, tx: Transaction, commit: bool) -> Any: ...
+    def check_ended(self, tx: Transaction) -> None: ...
 
 
 class Transaction:
@@ -215,7 +216,7 @@ class TransactionContext(Generic[TX]):
         if tx.active:
             yield tx.engine.end(tx, exc_type is None)
         elif exc_type is None:  # ended already: by the block itself, or under it
-            tx._record.check_ended_by_owner()
+            tx.engine.check_ended(tx)
 
     async def __aenter__(self) -> TX:
         tx: TX = await run_async(self._enter())
@@ -232,4 +233,10 @@ class TransactionContext(Generic[TX]):
         run_blocking(self._exit(exc_type))
 
 
-__all__ = ["Transaction", "TransactionContext", "TxEngine", "TxState"]
+def record_of(tx: Transaction) -> TxRecord:
+    """The record behind a handle: the engine's way in (its transactions part), which
+    nothing else takes."""
+    return tx._record
+
+
+__all__ = ["Transaction", "TransactionContext", "TxEngine", "TxState", "record_of"]

@@ -448,7 +448,7 @@ class ConnectionPool(adbapi.ConnectionPool):
         connections), then close what ``connect()`` gave other threads, as adbapi's
         does; blocking. With a thread pool put in place of adb's, adb's own closes too.
         In a forked child it returns at once and closes nothing: the connections are
-        the parent's (``Engine.close_in_child``)."""
+        the parent's (``Engine.close_in_child``, ``adb.engine``)."""
         own = getattr(self, "_adb", None)
         if own is not None and own.forked:
             self.shutdownID = None

@@ -4,9 +4,9 @@ The user's handle (``adb.transaction.Transaction``) holds one ``TxRecord`` and
 shows only its state; the worker hooks live here, out of the handle's API.
 
 Who writes ``state``: the caller's side moves it from BEGINNING or ACTIVE to
-ENDING (``Engine.finish``) or FAILED (``Engine`` closing: ``abandon``); the
-worker pinned by it writes ACTIVE, COMMITTED, ROLLED_BACK and FAILED. A
-transaction's jobs go on ``queue``, put there by the engine only.
+ENDING (the engine's ``Transactions.forget``) or FAILED (``abandon``, as the
+engine closes); the worker pinned by it writes ACTIVE, COMMITTED, ROLLED_BACK and
+FAILED. A transaction's jobs go on ``queue``, put there by the engine only.
 
 Who *ended* it is decided once: its owner asking for commit or rollback
 (``ending``) and a close rolling it back (``abandon``) each take its end

@@ -120,7 +120,7 @@ RULES: tuple[Rule, ...] = (
                              r"\(\S*libc\.so"),
     Rule("handback", "python", r"/adb/handback\.py$"),
     Rule("worker", "python", r"/adb/(worker|session|ops|pipeline|watchdog|drivers/\w+)\.py$"),
-    Rule("adb-caller", "python", r"/adb/(asyncio|tornado|twisted|frontend|core|engine|call|"
+    Rule("adb-caller", "python", r"/adb/(asyncio|tornado|twisted|frontend|core|engine/\w+|call|"
                                  r"dispatch|admission|args|jobs)\.py$"),
     Rule(ADB_BY_THREAD, "python", r"/adb/\w+\.py$"),
     Rule("driver", "python", r"/(psycopg2|psycopg|psycopg_binary|psycopg_c|asyncpg)/"),

@@ -118,8 +118,8 @@ class Driver:
     notifications: Optional[Notifications] = None
     #: standalone statements sent before any result is read (``adb.pipeline``)
     pipelines: Optional[Pipelines] = None
-    #: the most calls one worker sends as one pipeline; 0: none (set by the engine
-    #: from ``pipelines`` and the ``pipeline=`` option)
+    #: the most calls one worker sends as one pipeline; 0: none (``use_pipelines``:
+    #: the engine's, from ``pipelines`` and the ``pipeline=`` option)
     pipeline_depth = 0
     #: stopping a running statement from another thread (``adb.watchdog``)
     cancel: Optional[Cancel] = None
@@ -360,6 +360,11 @@ class Driver:
 
     def enable_autobatch(self) -> None:
         """Called once, before any connection opens, when ``autobatch`` is on."""
+
+    def use_pipelines(self, depth: int) -> None:
+        """Send up to ``depth`` standalone calls as one pipeline (0: none). Called once,
+        before any connection opens."""
+        self.pipeline_depth = depth
 
     def path_of(self, sql: str) -> Path:
         """How the DML statement ``sql`` may run in a unit (cached by ``batch_path``).

@@ -3,8 +3,8 @@
 A worker with standalone calls queued behind it sends up to 16 of them before
 reading any result (``adb.pipeline``); this is what it asks of the driver. A
 driver that cannot (psycopg2, sqlite3, a generic module) has ``pipelines =
-None`` and runs one statement at a time; the engine sets ``Driver.pipeline_depth``
-from this capability and the ``pipeline=`` option.
+None`` and runs one statement at a time; the engine gives the driver its depth
+(``Driver.use_pipelines``) from this capability and the ``pipeline=`` option.
 """
 
 from __future__ import annotations

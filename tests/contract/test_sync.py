@@ -59,7 +59,7 @@ def test_timeout_while_all_workers_busy(tmp_path):
 
 def test_embedded_default_file_is_removed_on_close():
     db = adb.sync.Database()
-    embedded = db._engine._embedded
+    embedded = db._engine.lifecycle._embedded
     assert embedded is not None
     path = embedded.path
     db.runOperation("create table t (a int)")

@@ -4,7 +4,12 @@ Each rule reads the code's structure (what a module imports, what it calls, whic
 module writes an attribute), never a list of names written here:
 
 - Only the engine makes jobs: the job kinds are the classes ``adb/jobs.py``
-  derives from ``Job``, and no module but ``adb/engine.py`` calls one.
+  derives from ``Job``, and no module outside ``adb/engine/`` (the engine and its
+  parts) calls one.
+- The engine's parts keep to their own: no part writes an attribute of another
+  object than itself, nor reads another object's private member; only the
+  transaction module reads a handle's record, which the engine gets through
+  ``record_of``.
 - The job queue's vocabulary stays on the engine side: no module outside it imports
   ``Job``, ``Queued`` or a job kind, so none can put a job on a queue.
 - No feature, front-end or facade module imports the worker's modules
@@ -48,8 +53,10 @@ def classes(path: Path) -> list[ast.ClassDef]:
     return [node for node in ast.walk(tree_of(path)) if isinstance(node, ast.ClassDef)]
 
 
+#: the engine and its parts
+ENGINE = sorted(str(path.relative_to(ADB)) for path in (ADB / "engine").glob("*.py"))
 #: the engine side: the engine, the job vocabulary (the kinds, the ops), and the worker's modules
-ENGINE_SIDE = {"engine.py", "jobs.py", "op.py", "txrecord.py", "session.py", "worker.py",
+ENGINE_SIDE = {*ENGINE, "jobs.py", "op.py", "txrecord.py", "session.py", "worker.py",
                "pipeline.py", "watchdog.py", "pool.py", "dispatch.py", "admission.py", "ops.py",
                "call.py", "handback.py"}
 WORKER_MODULES = {"session", "ops", "worker", "pipeline", "watchdog", "dispatch"}
@@ -130,9 +137,60 @@ def test_the_job_kinds_are_found() -> None:
 
 
 def test_only_the_engine_makes_jobs() -> None:
-    found = {name: job_makers(tree) for name, tree in modules() if name != "engine.py"}
+    found = {name: job_makers(tree) for name, tree in modules() if name not in ENGINE}
     assert {name: calls for name, calls in found.items() if calls} == {}
-    assert job_makers(tree_of(ADB / "engine.py"))  # the check sees the calls it allows
+    # the check sees the calls it allows
+    assert job_makers(tree_of(ADB / "engine" / "transactions.py"))
+
+
+def foreign_writes(tree: ast.Module) -> list[str]:
+    """The statements of ``tree`` that write an attribute of something other than
+    ``self``: assign it, assign or delete an item of it, or call a mutator on it."""
+    def foreign(target: ast.AST) -> bool:
+        target = target.value if isinstance(target, ast.Subscript) else target
+        return isinstance(target, ast.Attribute) \
+            and not (isinstance(target.value, ast.Name) and target.value.id == "self")
+    found = []
+    for node in ast.walk(tree):
+        targets: list[ast.AST] = []
+        if isinstance(node, ast.Assign):
+            targets = list(node.targets)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.Delete)):
+            targets = list(node.targets) if isinstance(node, ast.Delete) else [node.target]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr in MUTATORS:
+            targets = [node.func.value]
+        found += [ast.unparse(node) for t in targets if foreign(t)]
+    return found
+
+
+def foreign_privates(tree: ast.Module) -> list[str]:
+    """The private members of something other than ``self`` that ``tree`` names."""
+    return [ast.unparse(node) for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+            and not (isinstance(node.value, ast.Name) and node.value.id == "self")]
+
+
+@pytest.mark.parametrize("part", ENGINE)
+def test_each_engine_part_writes_only_its_own_state(part: str) -> None:
+    tree = tree_of(ADB / part)
+    assert foreign_writes(tree) == [] and foreign_privates(tree) == []
+
+
+def test_only_the_transaction_module_reads_a_handles_record() -> None:
+    found = {name: [read for read in foreign_privates(tree) if read.endswith("._record")]
+             for name, tree in modules() if name != "transaction.py"}
+    assert {name: reads for name, reads in found.items() if reads} == {}
+    takers = {name for name, tree in modules() if "record_of" in names_from(tree, "transaction")}
+    assert takers == {"engine/transactions.py"}
+
+
+def test_the_ownership_checks_can_fail() -> None:
+    tree = ast.parse("self.a = 1\nself.b.append(2)\nother.c = 3\nother.d.add(4)\n"
+                     "del other.e[0]\nx = self._f + other._g + tx._record.__len__()\n")
+    assert sorted(foreign_writes(tree)) == ["del other.e[0]", "other.c = 3", "other.d.add(4)"]
+    assert foreign_privates(tree) == ["other._g", "tx._record"]
 
 
 def queue_vocabulary(tree: ast.Module) -> list[str]:
@@ -280,7 +338,7 @@ FRONT_END_WORDS = ("_blocking", "waiting", "Waiting", "FrontEnd", "Waiter", "Def
                    "asyncio", "twisted", "tornado", "trio", "reactor", "loop")
 
 
-@pytest.mark.parametrize("module", ["core.py", "engine.py"])
+@pytest.mark.parametrize("module", ["core.py", *ENGINE])
 def test_the_core_never_branches_on_its_front_end(module: str) -> None:
     tests = [node.test for node in ast.walk(tree_of(ADB / module))
              if isinstance(node, (ast.If, ast.IfExp, ast.While))]
