@@ -353,9 +353,9 @@ def test_a_call_in_a_transaction_racing_its_end_is_answered(driver, end, tmp_pat
     site = Site(driver, str(tmp_path))
     site.create()
     db = adb.sync.Database(site.url, pool_size=1, name=site.table)
-    engine = db._engine
+    part = db._engine.transactions  # where a call in a transaction makes its future
     reached, go = threading.Event(), threading.Event()
-    make_future = engine._new_future
+    make_future = part._new_future
     caller: dict[str, Any] = {}
 
     def held_future() -> Any:  # the call's thread, past its check: wait for the end
@@ -372,7 +372,7 @@ def test_a_call_in_a_transaction_racing_its_end_is_answered(driver, end, tmp_pat
     try:
         tx = db.beginTransaction()
         tx.runOperation(site.insert_sql(), ("early", 1))
-        engine._new_future = held_future
+        part._new_future = held_future
         racing = threading.Thread(target=call, args=(tx,), name="racing-call", daemon=True)
         racing.start()
         assert reached.wait(20)
@@ -385,13 +385,13 @@ def test_a_call_in_a_transaction_racing_its_end_is_answered(driver, end, tmp_pat
         assert not racing.is_alive(), "the call made as its transaction ended was never answered"
         assert isinstance(caller.get("error"), (TransactionError, PoolClosed)), caller
         if end == "commit":
-            engine._new_future = make_future
+            part._new_future = make_future
             assert db.runQuery("select 1") == [(1,)]
             assert site.tokens() == ["early"]
         else:
             assert site.tokens() == []
     finally:
         go.set()
-        engine._new_future = make_future
+        part._new_future = make_future
         db.close()
         site.drop()

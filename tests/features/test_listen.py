@@ -47,12 +47,12 @@ def listening_channels(db: Any) -> Any:
     arbitrary work, and only a test needs this."""
     engine = db._engine
     hub = engine.hub()
-    future = engine._new_future()
-    settle = engine.frontend.settle
-    hub.router.ask(adb.listen.Ask(server_channels, lambda ok, value: settle(future, ok, value),
-                                  False))
+    frontend = engine.frontend
+    future = frontend.new_future()
+    hub.router.ask(adb.listen.Ask(server_channels,
+                                  lambda ok, value: frontend.settle(future, ok, value), False))
     hub.wake()
-    return engine._returned(future, None, None, engine)
+    return frontend.returned(future, None, None, engine.calls)
 
 PG_URLS = {"psycopg2": lambda: URLS["postgresql"], "psycopg": psycopg_url}
 
