@@ -4,6 +4,7 @@ cancelled on the server), the binding to one run, and close. The whole spec runs
 on it too, hosted on the asyncio tests' loop (``tests/trio_guest.py``)."""
 
 import threading
+import uuid
 
 import pytest
 import trio
@@ -76,7 +77,9 @@ async def test_a_nurserys_tasks_share_the_pool(target, table_name):
 async def test_a_cancelled_statement_is_cancelled_on_the_server(server):
     """The scope is cancelled once the server shows the statement running; the
     statement is then gone from the server, and the pool serves on."""
-    marker = "cancel"
+    # unique per run: CI's phases and interpreter sessions share the servers, and
+    # another process's statement under a fixed marker would be counted as ours
+    marker = f"cancel-{uuid.uuid4().hex[:10]}"
     async with adb.trio.Database(server.url, pool_size=1) as db:
         with trio.CancelScope() as scope:
             async def cancel_when_running():
