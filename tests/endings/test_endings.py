@@ -68,7 +68,7 @@ def report(plan, outcome) -> str:
             + f"\nfigures: {outcome.figures}")
 
 
-@pytest.mark.timeout(timeout_for(40))
+@pytest.mark.timeout(timeout_for(40 + scenario.PROGRESS + scenario.LATE))
 @pytest.mark.parametrize("driver", DRIVERS)
 @pytest.mark.parametrize("front", FRONTS)
 def test_work_ended_in_process(front, driver, tmp_path_factory, private_pg):
