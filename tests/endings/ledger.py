@@ -70,6 +70,8 @@ class Unit:
     error: Optional[str] = None
     never: list[str] = field(default_factory=list)  # tokens of rolled-back savepoints
     forced: bool = False  # settled by the test, not by an answer: later answers ignored
+    issued: float = field(default_factory=time.monotonic)
+    answered: Optional[float] = None  # when it settled (time.monotonic())
 
 
 class Ledger:
@@ -96,7 +98,7 @@ class Ledger:
                 self.unexpected.append(f"{unit.kind} #{unit.id} settled twice: "
                                        f"{unit.outcome}, then {outcome}")
                 return
-            unit.outcome, unit.error = outcome, error
+            unit.outcome, unit.error, unit.answered = outcome, error, time.monotonic()
             if error is not None:
                 self.unexpected.append(f"{unit.kind}: {error}")
             self._changed.notify_all()
@@ -140,6 +142,14 @@ class Ledger:
                     return False
                 self._changed.wait(left)
             return True
+
+    def slowest_since(self, moment: float) -> Optional[tuple[float, str]]:
+        """The longest wait for an answer after ``moment`` (a unit issued before it
+        counts from it): seconds and the unit, or None when none was answered."""
+        with self._changed:
+            waits = [(u.answered - max(u.issued, moment), f"{u.kind} #{u.id}")
+                     for u in self.units.values() if u.answered is not None and u.answered > moment]
+        return max(waits, default=None)
 
     def unsettled(self) -> list[Unit]:
         with self._changed:

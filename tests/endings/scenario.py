@@ -574,6 +574,9 @@ async def run_in(plan: Plan, site: Site, reactor: Any, out: Outcome, private: An
     out.figures["fired_s"] = round(time.monotonic() - began, 2)
     await settle_clients(plan, env, clients, out)
     out.figures["settled_s"] = round(time.monotonic() - began, 2)
+    slowest = env.ledger.slowest_since(began + out.figures["fired_s"])
+    if slowest is not None:  # the longest any call waited for its answer after the ending
+        out.figures["slowest_answer"] = f"{slowest[0]:.2f} s ({slowest[1]})"
     name = site.table
     if plan.ending == "drop":
         ids = ids or (thread_ids(connections_of(db)) if site.kind == "mysql" else [])

@@ -55,7 +55,7 @@ def test_every_core_test_module_exists():
         assert (ROOT / path).is_file(), path
 
 
-def test_ci_runs_the_matrix_beside_the_other_phases_after_the_readme_command():
+def test_ci_runs_the_side_phases_beside_the_readme_command():
     lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
     readme = next(i for i, line in enumerate(lines) if ".venv/bin/python -m pytest" in line and "pip install" in line)
     after = lines[readme + 1:]
@@ -66,6 +66,13 @@ def test_ci_runs_the_matrix_beside_the_other_phases_after_the_readme_command():
     assert all((ROOT / ".ci" / phase).is_file() for phase in loops[0])
     assert loops[2] == ["main", *loops[0]]  # the summary: every phase's result and time
     assert '[ "$status" -eq 0 ] || failed+=("$phase")' in after and "exit 1" in after
-    # the side phases run whatever the main suite did: its failure is recorded, not fatal
-    assert "readme_tests || main_status=$?" in after
+    # started before the main suite, waited for after it; its failure recorded, not fatal
+    started = after.index(f"for phase in {' '.join(loops[0])}; do")
+    assert after.index("timed \"$phase\" &") == started + 1
+    assert started < after.index("readme_tests || main_status=$?") < len(after) - after[::-1].index(
+        f"for phase in {' '.join(loops[0])}; do") - 1
     assert "-s core" in (ROOT / ".ci" / "matrix").read_text()
+    # the side phases take their tools from CI's own environment, not the README's .venv
+    assert "export ADB_CI_TOOLS=" in "\n".join(lines[:readme])
+    for phase in ("matrix", "compiled"):
+        assert "${ADB_CI_TOOLS:-.venv}" in (ROOT / ".ci" / phase).read_text()
