@@ -418,29 +418,34 @@ async def settle_clients(plan: Plan, env: Env, clients: Clients, out: Outcome) -
 
     The bound is per call, not per client: a client with many units left may take
     longer than BOUND in all on a loaded machine while every one of its calls is
-    answered, and that is slowness, not a lost answer. A call unanswered for a
-    whole BOUND is the finding; it then gets LATE more seconds, so the finding says
-    whether the answer came late (a slow machine) or never (a lost answer)."""
+    answered, and that is slowness, not a lost answer (up to PROGRESS in all). A
+    call unanswered for BOUND since it was issued, or since the ending if it was
+    issued before, is the finding; it then gets LATE more seconds, so the finding
+    says whether the answer came late (a slow machine) or never (a lost answer)."""
     if env.site.gate_closed:
         await in_thread(env.site.open_gate)
     ended = time.monotonic()
-    pending = {u.id for u in env.ledger.unsettled()}
-    still = await clients.wait(BOUND)
-    while still and time.monotonic() - ended < PROGRESS:
-        stuck = pending & {u.id for u in env.ledger.unsettled()}
-        if stuck:
+    while True:
+        still = await clients.wait(BOUND / 10)
+        now = time.monotonic()
+        stuck = [u for u in env.ledger.unsettled() if now - max(u.issued, ended) > BOUND]
+        if not still or stuck or now - ended >= PROGRESS:
             break
-        pending = {u.id for u in env.ledger.unsettled()}  # answers came: wait on
-        still = await clients.wait(BOUND)
     if not still:
         return
-    waiting = [u for u in env.ledger.unsettled()]
-    text = (f"{len(still)} client(s) waited more than {BOUND} s for one answer after "
-            f"the ending ({plan.ending}): {[f'{u.kind} #{u.id}' for u in waiting][:6]}"
-            + "".join(where(clients.futures[i]) for i in still[:2]))
-    left = await clients.wait(LATE)
-    text += (f"; {LATE} s later {len(still) - len(left)} of them had their answers "
-             f"(late), {len(left)} still had none (lost)")
+    if stuck:
+        text = (f"{len(stuck)} call(s) waited more than {BOUND} s for their answer after "
+                f"the ending ({plan.ending}): {[f'{u.kind} #{u.id}' for u in stuck][:6]}")
+    else:
+        text = (f"{len(still)} client(s) still going {PROGRESS} s after the ending "
+                f"({plan.ending}), answered all along, waiting on "
+                f"{[f'{u.kind} #{u.id}' for u in env.ledger.unsettled()][:6]}")
+    text += "".join(where(clients.futures[i]) for i in still[:2])
+    await clients.wait(LATE)
+    if stuck:
+        late = sum(u.answered is not None for u in stuck)
+        text += (f"; {LATE} s later {late} of them had their answer (late), "
+                 f"{len(stuck) - late} still had none (lost)")
     out.findings.append(text)
     for unit in env.ledger.unsettled():  # what the cancel makes of them is no answer
         env.ledger.force(unit, UNKNOWN)
