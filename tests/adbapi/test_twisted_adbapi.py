@@ -94,10 +94,11 @@ class ExpectedFailures:
 
 @functools.cache
 def _own_url(kind: str) -> str:
-    """A database of this interpreter's own on server ``kind``, made once: Twisted's
-    tests share one table name, ``simple``, and the matrix runs its interpreters side
-    by side on one server."""
-    return own_database(kind, f"adb_adbapi_py{sys.version_info[0]}{sys.version_info[1]}")
+    """A database of this process's own on server ``kind``, made once: Twisted's
+    tests share one table name, ``simple``, and other processes run them on the same
+    server at the same time (the matrix's interpreters, the compiled wheel's run, the
+    free-threaded one, and test_twisted_reactors' trial run beside this module)."""
+    return own_database(kind, "adb_adbapi")
 
 
 class AdbConnector(suite.DBTestConnector):  # type: ignore[name-defined]

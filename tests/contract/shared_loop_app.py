@@ -7,6 +7,7 @@ process): ``python tests/contract/shared_loop_app.py URL``. Prints ``OK ...`` on
 import asyncio
 import sys
 import threading
+import uuid
 from typing import Any, cast
 
 from twisted.internet import asyncioreactor
@@ -28,7 +29,9 @@ reactor = cast(asyncioreactor.AsyncioSelectorReactor, installed_reactor)
 
 
 async def main(url: str) -> Any:
-    table = "adb_shared_loop"
+    # a table of this run's own: the compiled wheel's run of this script meets the
+    # main suite's on the same server
+    table = f"adb_shared_loop_{uuid.uuid4().hex[:10]}"
     tornado_db = adb.tornado.Database(url, ioloop=IOLoop.current(), pool_size=4)
     pool = adb.twisted.ConnectionPool("psycopg2", url, cp_max=4)
     pool.start()

@@ -255,7 +255,9 @@ def kill_sessions(kind, url, database):
 @pytest.mark.parametrize("name", ["postgresql", "psycopg", "mysql"])
 def test_reconnects_counts_the_connections_that_replaced_lost_ones(name):
     kind = TARGETS[name]
+    # a database of this test's own: the kill below ends every session of it
     url = own_database(kind, "adb_second_hour_stats")
+    database = urlsplit(url).path.lstrip("/")
     if name == "psycopg":
         url = url.replace("postgresql://", "postgresql+psycopg://", 1)
     with adb.sync.Database(url, pool_size=3) as db:
@@ -264,7 +266,7 @@ def test_reconnects_counts_the_connections_that_replaced_lost_ones(name):
             db.rollbackTransaction(tx)
         assert db.stats()["connects"] == 3 and db.stats()["reconnects"] == 0
         for _ in range(2):
-            kill_sessions(kind, URLS[kind], "adb_second_hour_stats")
+            kill_sessions(kind, URLS[kind], database)
             before = db.stats()["connects"]
             deadline = time.monotonic() + 20
             while db.stats()["connects"] < before + 3 and time.monotonic() < deadline:

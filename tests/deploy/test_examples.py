@@ -240,13 +240,15 @@ def waiting_on(admin: adb.sync.Database, kind: str, holder: Any) -> int:
     """How many statements naming 'held-a' (the held transfer's) wait for the session
     ``holder``, which holds that row's lock. On MariaDB a statement that meets the lock
     while the optimizer reads the row by its key waits in the "Statistics" state,
-    before InnoDB lists it as waiting: any such statement running is waiting for it."""
+    before InnoDB lists it as waiting: any such statement running in this module's
+    database is waiting for it (another run's, in its own database, is not)."""
     if kind == "postgresql":
         sql = ("select count(*) from pg_stat_activity where %s = any(pg_blocking_pids(pid))"
                " and query like '%%held-a%%'")
     else:
         sql = ("select count(*) from information_schema.processlist where command = 'Query'"
-               " and info like '%%held-a%%for update' and id not in (%s, connection_id())")
+               " and info like '%%held-a%%for update' and db = database()"
+               " and id not in (%s, connection_id())")
     return admin.runQueryValue(sql, (holder,)) or 0
 
 

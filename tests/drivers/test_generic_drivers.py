@@ -14,6 +14,7 @@ import importlib
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -67,8 +68,11 @@ def need(module):
 
 
 def generic(module, url=None, name="adb-gen", **options):
-    """A Database on ``module`` through the generic driver."""
+    """A Database on ``module`` through the generic driver, its ``name`` made this
+    run's own: the kills and looks below select its sessions by it (PostgreSQL's
+    application_name; on MySQL it marks the statement waited for)."""
     need(module)
+    name = f"{name}-{uuid.uuid4().hex[:8]}"
     url = url or URLS[DRIVERS[module]]
     return adb.Database(driver=module, name=name, **keywords(module, url, name), **options)
 
@@ -210,7 +214,8 @@ async def test_connections_killed_while_idle_cost_nothing(module):
 
 async def test_connection_killed_under_a_call_is_lost_then_replaced(module):
     db = generic(module, name=f"adb-gen-mid-{module}", pool_size=1)
-    sleep = "select pg_sleep(5)" if DRIVERS[module] == "postgresql" else "select sleep(5.01)"
+    sleep = ("select pg_sleep(5)" if DRIVERS[module] == "postgresql"
+             else f"select sleep(5.01) /* {db.name} */")
     try:
         await db.runQuery("select 1")
         ids = server_ids(db, module) if DRIVERS[module] == "mysql" else None

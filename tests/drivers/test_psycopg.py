@@ -103,7 +103,8 @@ async def test_statement_timeout_cancels_in_band(driver, side_logins):
     require_server("postgresql")
     url = psycopg_url() if driver == "psycopg" else URLS["postgresql"]
     # a database this test alone logs into, so pg_stat_database's count of its logins
-    # is this test's own (other programs log into ``test`` at any time)
+    # is this test's own (other programs log into ``test`` at any time, and the other
+    # driver's case may run beside this one)
     own = own_database("postgresql", LOGINS_DB)
     db = adb.Database(urlunsplit(urlsplit(url)._replace(path=urlsplit(own).path)), pool_size=1,
                       statement_timeout=0.3)

@@ -11,6 +11,7 @@ statement failed).
 import asyncio
 import threading
 import time
+import uuid
 from typing import Any
 
 import pytest
@@ -27,7 +28,8 @@ from adb.url import make_target
 
 from ..conftest import URLS, require_server
 from ..faults.ledger import Ledger, TokenTable, cut_under_load, fire, recovers, repeatedly
-from ..faults.test_faults import kill_all, proxy_for, report, server_of, url_for, url_of, via
+from ..faults.test_faults import (kill_all, proxy_for, report, server_of, unique, url_for,
+                                  url_of, via)
 from ..idioms import hold_workers
 
 #: a column whose bad input is a type error on each server; SQLite needs a CHECK for one
@@ -297,7 +299,7 @@ class TornadoAutobatchTest(AsyncTestCase):
         require_server("postgresql")
         db = adb.tornado.Database(URLS["postgresql"], pool_size=2, autobatch=64,
                                   ioloop=self.io_loop)
-        name = "adb_tornado_ab"
+        name = "adb_tornado_ab_" + uuid.uuid4().hex[:10]
         await db.runOperation(f"drop table if exists {name}")
         await db.runOperation(f"create table {name} (k int primary key)")
         from tornado import gen
@@ -345,7 +347,7 @@ async def test_twisted_drop_in_with_cp_autobatch(table_name):
 
 @pytest.mark.parametrize("kind", ["postgresql", "psycopg", "mysql"])
 async def test_kills_under_load_with_autobatch(kind):
-    name = f"adb-ab-kill-{kind}"
+    name = unique(f"adb-ab-kill-{kind}")
     db = adb.Database(url_for(kind, name), pool_size=4, name=name, autobatch=64)
     table = TokenTable(URLS[server_of(kind)])
     ledger = Ledger()
@@ -390,7 +392,7 @@ async def test_network_cut_under_load_with_autobatch(kind):
 async def test_lost_unit_error_names_the_unit(pg_url, table_name):
     """A unit whose connection dies: each of its callers gets ConnectionLost with
     may_have_run, saying it ran in a unit; nothing else is affected."""
-    name = "adb-ab-lost"
+    name = unique("adb-ab-lost")
     db = adb.Database(url_for("postgresql", name), pool_size=1, name=name, autobatch=64)
     await db.runOperation(f"create table {table_name} (k int)")
     try:

@@ -48,7 +48,12 @@ async def user(pg_url):
     """A row in the README's ``users`` table, removed afterwards."""
     import adb
     async with adb.Database(pg_url, pool_size=1) as db:
-        await db.runOperation("create table if not exists users (userid int primary key, data text)")
+        # one creator at a time: two runs' concurrent "if not exists" can both create,
+        # and the second fails (pg_type's unique key) on a server without the table
+        async with db.transaction() as tx:
+            await tx.runQuery("select pg_advisory_xact_lock(hashtext('adb recipes users'))")
+            await tx.runOperation(
+                "create table if not exists users (userid int primary key, data text)")
         userid = int(uuid.uuid4().int % 1_000_000_000) + 1
         await db.runOperation("insert into users values (%s, %s)", (userid, "recipe"))
         yield userid
