@@ -134,7 +134,9 @@ async def load_until(db, table, ledger, seen, lanes, prefix="t", what="the fault
                 outcome = exc
             ledger.record(token, outcome, loop.time() - started)
     await asyncio.gather(*(lane() for _ in range(lanes)))
-    assert seen(), f"{what} was not seen in {limit} s of load ({made} calls)"
+    assert seen(), (f"{what} was not seen in {limit} s of load ({made} calls: "
+                    f"{len(ledger.ok)} acknowledged, {ledger.failed()} failed; "
+                    f"the pool's stats {db.stats()})")
     return made
 
 

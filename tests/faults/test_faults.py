@@ -10,6 +10,7 @@ every call settles within a bound; the pool serves again within 10 s.
 import asyncio
 import json
 import os
+import sys
 import threading
 import time
 import uuid
@@ -257,6 +258,7 @@ async def test_postgresql_restart_under_load(front, private_postgresql):
         assert figures["ok"] > 0
         report("F5 restart under load", recovery_after_load_s=round(recovery, 2), **figures)
     finally:
+        print(f"restarter: done={restarter.done()}", file=sys.stderr)
         restarter.cancel()
         await close(db)
         table.drop()

@@ -55,7 +55,7 @@ def test_every_core_test_module_exists():
         assert (ROOT / path).is_file(), path
 
 
-def test_ci_runs_the_side_phases_beside_the_readme_command():
+def test_ci_runs_the_side_phases_side_by_side_after_the_readme_command():
     lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
     readme = next(i for i, line in enumerate(lines) if ".venv/bin/python -m pytest" in line and "pip install" in line)
     after = lines[readme + 1:]
@@ -66,11 +66,11 @@ def test_ci_runs_the_side_phases_beside_the_readme_command():
     assert all((ROOT / ".ci" / phase).is_file() for phase in loops[0])
     assert loops[2] == ["main", *loops[0]]  # the summary: every phase's result and time
     assert '[ "$status" -eq 0 ] || failed+=("$phase")' in after and "exit 1" in after
-    # started before the main suite, waited for after it; its failure recorded, not fatal
+    # started after the main suite (CI is bound by CPU here: .ci/run says why), whatever
+    # its result: its failure is recorded, not fatal
     started = after.index(f"for phase in {' '.join(loops[0])}; do")
     assert after.index("timed \"$phase\" &") == started + 1
-    assert started < after.index("readme_tests || main_status=$?") < len(after) - after[::-1].index(
-        f"for phase in {' '.join(loops[0])}; do") - 1
+    assert after.index("readme_tests || main_status=$?") < started
     assert "-s core" in (ROOT / ".ci" / "matrix").read_text()
     # the side phases take their tools from CI's own environment, not the README's .venv
     assert "export ADB_CI_TOOLS=" in "\n".join(lines[:readme])
