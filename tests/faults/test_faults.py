@@ -33,7 +33,7 @@ from benchmarks.faultproxy import FaultProxy
 from .. import trio_guest
 from ..conftest import (PIPELINE_VARIANTS, URLS, close, ev, fronts_fixture, gather_calls,
                         psycopg_url, require_server, with_pool_options)
-from .ledger import Ledger, TokenTable, cut_under_load, fire, load_until, recovers, repeatedly, until
+from .ledger import SEEN_LIMIT, Ledger, TokenTable, cut_under_load, fire, load_until, recovers, repeatedly, until
 
 
 #: the front-ends the faults run on: asyncio, and trio (hosted on the test's own loop,
@@ -571,28 +571,41 @@ async def test_a_killed_pipeline_leaves_at_most_its_depth_in_doubt(front, tokens
     ledger = Ledger()
     killed = []
 
-    def kill_once():  # once the burst is well under way, with every worker connected
-        deadline = time.monotonic() + 60
-        while len(ledger.ok) < 3000 or len(db._engine.pool.connections) < 10:
-            if time.monotonic() > deadline:
-                killed.append((0, len(ledger.ok)))  # fails below, saying so
+    def kill_until_met():
+        """Kill every connection once the burst is well under way, with every worker
+        connected; again (up to five times) while no call in flight met a kill: one
+        that lands between statements is only a reconnect (seen once on trio, in
+        CI), and there is nothing in doubt to count."""
+        for _ in range(5):
+            deadline, floor = time.monotonic() + 60, len(ledger.ok) + 3000
+            while len(ledger.ok) < floor or len(db._engine.pool.connections) < 10:
+                if time.monotonic() > deadline:
+                    killed.append((0, len(ledger.ok)))  # fails below, saying so
+                    return
+                time.sleep(0.005)
+            killed.append((kill_all(db, kind), len(ledger.ok)))
+            met = time.monotonic() + 5
+            while ledger.failed() == 0 and time.monotonic() < met:
+                time.sleep(0.01)
+            if ledger.failed() > 0:
                 return
-            time.sleep(0.005)
-        killed.append((kill_all(db, kind), len(ledger.ok)))
+        killed.append((0, len(ledger.ok)))  # five kills met nothing: fails below
 
-    timer = threading.Thread(target=kill_once)
+    timer = threading.Thread(target=kill_until_met)
     timer.start()
     try:
-        await load_until(db, table, ledger, lambda: bool(killed) and (
-            ledger.failed() > 0 or killed[0][0] == 0), 2000, what="the kill, met by calls in flight")
+        await load_until(db, table, ledger, lambda: not timer.is_alive() and (
+            ledger.failed() > 0 or killed[-1][0] == 0), 2000,
+            what="the kill, met by calls in flight", limit=SEEN_LIMIT * 2)
         timer.join()
         figures = ledger.check(table.tokens())
-        [(connections, done_before)] = killed
-        assert connections == 10, killed  # every worker's connection, killed mid-burst
-        assert figures["ambiguous"] <= connections * depth, (figures, killed)
+        connections = [count for count, _ in killed]
+        assert connections and all(count == 10 for count in connections), killed
+        # every worker's connection, killed mid-burst, each kill at most depth in doubt
+        assert figures["ambiguous"] <= sum(connections) * depth, (figures, killed)
         assert figures["ok"] > 0
-        report("pipeline kill", kind=kind, connections_killed=connections, depth=depth,
-               **figures)
+        report("pipeline kill", kind=kind, connections_killed=sum(connections),
+               kills=len(killed), depth=depth, **figures)
     finally:
         timer.join()
         await close(db)
