@@ -408,7 +408,7 @@ def pytest_xdist_node_collection_finished(node, ids):
     if node.config.getvalue("dist") != "loadgroup":
         return
     for nodeid in ids:
-        if any(nodeid.startswith(prefix) for prefix in SHARED_PROCESS) and "@" not in nodeid:
+        if _shared_group(nodeid) is not None and "@" not in nodeid:
             pytest.exit(f"--dist loadgroup does not group on pytest {pytest.__version__} with "
                         f"this pytest-xdist (pytest-xdist#1386): {nodeid} came back without "
                         "its group; install the test extra's pytest "
@@ -417,12 +417,16 @@ def pytest_xdist_node_collection_finished(node, ids):
 
 def _group_of(item):
     """The process group ``item`` belongs to under loadgroup, or None."""
-    path = item.nodeid.split("::")[0]
-    group = next((name for prefix, name in SHARED_PROCESS.items()
-                  if path.startswith(prefix)), None)
+    group = _shared_group(item.nodeid)
     if group is None and _module_scoped(item):
-        group = path
+        group = item.nodeid.split("::")[0]
     return group
+
+
+def _shared_group(nodeid):
+    """The ``SHARED_PROCESS`` group of the test ``nodeid``, or None."""
+    return next((name for prefix, name in SHARED_PROCESS.items()
+                 if nodeid.startswith(prefix)), None)
 
 
 def _module_scoped(item):
