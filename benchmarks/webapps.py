@@ -6,7 +6,8 @@ Two endpoints, as TechEmpower defines them:
 - ``/loop``: the class of the event loop serving (what ``--loop`` asked for);
 - ``/db``: one row of the TechEmpower ``world`` table (``adb_bench_world``) by a random id in 1..10000, as JSON
   ``{"id": ..., "randomNumber": ...}``, read anew on every request. ``/db?id=N``
-  asks for row N, so the harness can check sampled answers.
+  asks for row N, so the harness can check sampled answers; ``/db?seq=K`` keeps
+  the request's times in the server under K (``Stages``, ``/stages``).
 
 Tornado and Starlette serve from an asyncio loop (Tornado's IOLoop is one); Twisted
 Web from a reactor. An app never knows which system answers its queries: it gets
@@ -20,6 +21,7 @@ import contextlib
 import json
 import os
 import random
+import time
 from typing import TYPE_CHECKING, Any, AsyncIterator, Optional, TypedDict
 
 from .sql import WEB_TABLE, placeholder
@@ -92,6 +94,29 @@ def pick_id(asked: Optional[str]) -> int:
     return value
 
 
+class Stages:
+    """Where the ``/db`` requests named ``?seq=K`` were inside this server process:
+    when the handler began and when its query's answer was back, on the machine's
+    monotonic clock in nanoseconds (the clock a client on the same machine reads,
+    ``benchmarks.webtail``). ``/stages`` hands them over as JSON and forgets them."""
+
+    def __init__(self) -> None:
+        self.kept: dict[str, tuple[int, int]] = {}
+
+    def keep(self, seq: Optional[str], began: int) -> None:
+        """Keep the request ``seq`` (None: not named, nothing kept), back now."""
+        if seq is not None:
+            self.kept[seq] = (began, time.monotonic_ns())
+
+    def take(self) -> bytes:
+        kept, self.kept = self.kept, {}
+        return json.dumps(kept).encode()
+
+
+#: this server process's named requests
+STAGES = Stages()
+
+
 def world_body(rows: Any) -> bytes:
     (row_id, number), = rows
     return json.dumps({"id": row_id, "randomNumber": number}).encode()
@@ -113,8 +138,14 @@ def tornado_app(calls: Optional[Calls]) -> Application:
             self.set_header("Content-Type", "text/plain")
             self.write(loop_name())
 
+    class Kept(web.RequestHandler):
+        def get(self) -> None:
+            self.set_header("Content-Type", "application/json")
+            self.write(STAGES.take())
+
     handlers: list[tuple[str, type[web.RequestHandler]]] = [(r"/plaintext", Plaintext),
-                                                            (r"/loop", Loop)]
+                                                            (r"/loop", Loop),
+                                                            (r"/stages", Kept)]
     if calls is not None:
         handlers.append((r"/db", _tornado_single_query(calls)))
     return web.Application(handlers, log_function=lambda handler: None)
@@ -127,11 +158,13 @@ def _tornado_single_query(calls: Calls) -> Any:
 
     class SingleQuery(web.RequestHandler):
         async def get(self) -> None:
+            began = time.monotonic_ns()
             try:
                 row_id = pick_id(self.get_query_argument("id", None))
             except ValueError as exc:
                 raise web.HTTPError(400, str(exc))
             rows = await calls.query(sql, (row_id,))
+            STAGES.keep(self.get_query_argument("seq", None), began)
             self.set_header("Content-Type", "application/json")
             self.write(world_body(rows))
     return SingleQuery
@@ -165,17 +198,22 @@ def starlette_app() -> Starlette:
     async def running_loop(request: Request) -> Response:
         return PlainTextResponse(loop_name())
 
+    async def kept(request: Request) -> Response:
+        return Response(STAGES.take(), media_type="application/json")
+
     async def single_query(request: Request) -> Response:
+        began = time.monotonic_ns()
         try:
             row_id = pick_id(request.query_params.get("id"))
         except ValueError as exc:
             return Response(str(exc), status_code=400)
         rows = await state["calls"].query(state["sql"], (row_id,))
+        STAGES.keep(request.query_params.get("seq"), began)
         (row_id, number), = rows
         return JSONResponse({"id": row_id, "randomNumber": number})
 
     return Starlette(routes=[Route("/plaintext", plaintext), Route("/loop", running_loop),
-                             Route("/db", single_query)],
+                             Route("/db", single_query), Route("/stages", kept)],
                      lifespan=lifespan)
 
 
