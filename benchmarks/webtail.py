@@ -2,28 +2,40 @@
 
     python -m benchmarks.webtail --dburl postgresql://root@127.0.0.1/test \\
         --systems starlette+adb,starlette+asyncpg --loop uvloop --connections 256 \\
-        --duration 10 [--pool_size 10] [--json out.json] [--plot tail.png]
+        --duration 10 [--load python|wrk] [--pool_size 10] [--json out.json] [--plot tail.png]
 
-wrk gives a latency distribution, not where one request waited. Here a client of
-its own (``--connections`` keep-alive connections on uvloop, each sending its next
-request when the last answer is in, as wrk does) names every request (``/db?seq=K``)
-and notes when it sent it and when the answer was in. The server notes, for the
-same K, when the ``/db`` handler began and when its query's answer was back
-(``benchmarks.webapps.Stages``, handed over by ``/stages``). Both read the machine's
-monotonic clock, so each request splits into three stages:
+wrk gives a latency distribution, not where one request waited. Here every request
+is named (``/db?seq=K``), and the server notes, for each K, when the ``/db`` handler
+began and when its query's answer was back (``benchmarks.webapps.Stages``, handed
+over by ``/stages``). When the request was sent and when its answer came back is
+told by the load:
 
-- **before the handler**: sent, until the framework ran the handler (the socket's
-  buffer, the server's accept and read loop, HTTP parsing, the loop's ready queue);
+- ``--load python`` (the default): a client of its own, ``--connections``
+  keep-alive connections on uvloop, each sending its next request when the last
+  answer is in, as wrk does. It notes both times itself. It is Python, takes a share
+  of the CPU that wrk would not, and opens its connections slowly enough that the
+  server never meets them all at once: its figures are for the picture of the
+  steady state.
+- ``--load wrk``: wrk itself (its Lua script names the requests), with ``tcpdump``
+  recording loopback: a request was sent when its packet crossed the kernel, and
+  answered when the server's first packet back on that connection did. wrk opens
+  every connection at once, as in the web scenario's runs. Needs ``tcpdump`` and the
+  right to capture (root).
+
+Both sides read the machine's monotonic clock (a packet's time, on the wall clock, is
+moved onto it), so each request splits into three stages:
+
+- **before the handler**: sent, until the framework ran the handler (the listen
+  socket's queue until the connection was accepted, the socket's buffer, the
+  server's read loop, HTTP parsing, the loop's ready queue);
 - **the query**: the handler's ``await`` of the database call (for adb: the queue to
   a worker, the statement, the hand-back to the loop, the loop running the task on);
-- **after the answer**: until the client read the response (serialising, writing).
+- **after the answer**: until the answer was back (serialising, writing).
 
 For the slowest 1% of requests it also counts how many later requests (sent after
 it) passed it at each stage: a request served in turn is passed by few; one that
-waits out of turn, by many.
-
-The client is Python, and takes a share of the CPU that wrk would not: its figures
-are for the picture (which stage holds the tail), not for comparison with wrk's.
+waits out of turn, by many. And how many of them were the first request on their
+connection: a connection accepted late makes its first request wait.
 """
 
 from __future__ import annotations
@@ -34,9 +46,15 @@ import bisect
 import dataclasses
 import itertools
 import json
+import os
 import re
+import shutil
+import signal
 import statistics
+import struct
+import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Sequence
@@ -48,7 +66,23 @@ from .webroster import free_port, running
 
 #: the stages of one request, in order, as named in the output
 STAGES = ("before the handler", "the query", "after the answer")
+#: the loads that can drive a trace (``--load``)
+LOADS = ("python", "wrk")
 _LENGTH = re.compile(rb"(?i)\r\ncontent-length:\s*(\d+)")
+#: seq -> (sent, answered, connection, nth): what a load knows of each request
+Sent = dict[int, tuple[int, int, int, int]]
+#: wrk's Lua script: each request named by its thread and its count there
+_WRK_SCRIPT = """
+local count, threads = 0, 0
+function setup(thread)
+   threads = threads + 1
+   thread:set("tid", threads)
+end
+function request()
+   count = count + 1
+   return wrk.format("GET", "/db?seq=" .. (tid * 1000000000 + count))
+end
+"""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,6 +93,8 @@ class Request:
     began: int  # the handler began
     back: int  # the query's answer was back in the handler
     answered: int  # the client had read the response
+    connection: int = 0  # which of the client's connections sent it
+    nth: int = 0  # the how-manyth request on its connection (0: the first)
 
     @property
     def stages(self) -> tuple[int, int, int]:
@@ -70,11 +106,13 @@ class Request:
 
 
 async def _connection(port: int, until: float, seqs: itertools.count[int],
-                      out: dict[int, tuple[int, int]]) -> None:
+                      out: Sent, index: int) -> None:
     """One keep-alive connection: request after request until ``until``."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     try:
-        while time.monotonic() < until:
+        for nth in itertools.count():
+            if time.monotonic() >= until:
+                break
             seq = next(seqs)
             sent = time.monotonic_ns()
             writer.write(b"GET /db?seq=%d HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" % seq)
@@ -83,17 +121,88 @@ async def _connection(port: int, until: float, seqs: itertools.count[int],
             if not head.startswith(b"HTTP/1.1 200") or length is None:
                 raise RuntimeError(f"request {seq} was answered {head[:200]!r}")
             await reader.readexactly(int(length.group(1)))
-            out[seq] = (sent, time.monotonic_ns())
+            out[seq] = (sent, time.monotonic_ns(), index, nth)
     finally:
         writer.close()
 
 
-async def _load(port: int, connections: int, seconds: float) -> dict[int, tuple[int, int]]:
-    out: dict[int, tuple[int, int]] = {}
+async def _python_load(port: int, connections: int, seconds: float) -> Sent:
+    out: Sent = {}
     seqs = itertools.count()
     until = time.monotonic() + seconds
-    await asyncio.gather(*(_connection(port, until, seqs, out) for _ in range(connections)))
+    await asyncio.gather(*(_connection(port, until, seqs, out, index)
+                           for index in range(connections)))
     return out
+
+
+def kernel_times(capture: bytes, port: int, offset: int) -> Sent:
+    """Each named request's times from a pcap capture of loopback (``tcpdump -w``):
+    when its packet crossed the kernel, and when the server's first answer packet on
+    that connection after it did, moved onto the monotonic clock (``offset``: the
+    wall clock minus the monotonic one). Its connection is the client's port."""
+    magic, = struct.unpack("<I", capture[:4])
+    if magic not in (0xA1B2C3D4, 0xA1B23C4D):
+        raise ValueError("not a little-endian pcap capture")
+    scale = 1 if magic == 0xA1B23C4D else 1000  # nanosecond or microsecond stamps
+    link, = struct.unpack("<I", capture[20:24])
+    link_header = {1: 14, 113: 16, 276: 20}.get(link)
+    if link_header is None:
+        raise ValueError(f"link type {link} is not one loopback is captured with")
+    asked: dict[int, tuple[int, int]] = {}  # seq -> (time, client port)
+    answers: dict[int, list[int]] = {}  # client port -> answer packets' times
+    pos = 24
+    while pos + 16 <= len(capture):
+        seconds, fraction, length, _ = struct.unpack("<IIII", capture[pos:pos + 16])
+        packet = capture[pos + 16:pos + 16 + length]
+        pos += 16 + length
+        stamp = seconds * 1_000_000_000 + fraction * scale - offset
+        ip = packet[link_header:]
+        tcp = ip[(ip[0] & 0x0F) * 4:]
+        source, destination = struct.unpack(">HH", tcp[:4])
+        payload = tcp[(tcp[12] >> 4) * 4:]
+        if destination == port and payload.startswith(b"GET /db?seq="):
+            end = payload.index(b" ", 12)
+            asked[int(payload[12:end])] = (stamp, source)
+        elif source == port and payload.startswith(b"HTTP/1."):
+            answers.setdefault(destination, []).append(stamp)
+    out: Sent = {}
+    nth: dict[int, int] = {}
+    for seq, (sent, client) in sorted(asked.items(), key=lambda item: item[1][0]):
+        times = answers.get(client, [])
+        after = bisect.bisect_left(times, sent)
+        if after < len(times):
+            out[seq] = (sent, times[after], client, nth.get(client, 0))
+        nth[client] = nth.get(client, 0) + 1
+    return out
+
+
+def _wrk_load(port: int, connections: int, seconds: float) -> Sent:
+    """wrk on ``port`` for ``seconds``, its requests named, loopback captured."""
+    for tool in ("wrk", "tcpdump"):
+        if shutil.which(tool) is None:
+            raise RuntimeError(f"--load wrk needs {tool} (apt-get install {tool})")
+    with tempfile.TemporaryDirectory() as work:
+        script, capture = os.path.join(work, "seq.lua"), os.path.join(work, "lo.pcap")
+        with open(script, "w") as out:
+            out.write(_WRK_SCRIPT)
+        dump = subprocess.Popen(["tcpdump", "-i", "lo", "-n", "-s", "256", "-B", "65536",
+                                 "-w", capture, f"tcp port {port}"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        assert dump.stderr is not None
+        heard = dump.stderr.readline()  # "listening on lo, ...": capturing from here
+        if "listening" not in heard:
+            dump.kill()
+            raise RuntimeError(f"tcpdump did not start: {heard.strip()}")
+        try:
+            subprocess.run(["wrk", "-t2", f"-c{connections}", f"-d{seconds:g}s", "-s", script,
+                            f"http://127.0.0.1:{port}/db"], check=True, capture_output=True)
+            time.sleep(0.5)  # the last answers reach the capture
+        finally:
+            dump.send_signal(signal.SIGINT)
+            dump.wait(timeout=30)
+        offset = time.time_ns() - time.monotonic_ns()
+        with open(capture, "rb") as packets:
+            return kernel_times(packets.read(), port, offset)
 
 
 def _stages(base: str) -> dict[int, tuple[int, int]]:
@@ -102,23 +211,27 @@ def _stages(base: str) -> dict[int, tuple[int, int]]:
 
 
 def trace(system: str, url: str, loop: str, connections: int, seconds: float,
-          pool_size: int) -> list[Request]:
-    """Start ``system``'s web server, warm it up, load it for ``seconds`` and join
-    the client's and the server's times of every request."""
+          pool_size: int, load: str = "python") -> list[Request]:
+    """Start ``system``'s web server, warm it up, load it for ``seconds`` with
+    ``load`` (``LOADS``) and join the load's and the server's times of every request."""
     import uvloop
 
     server = web.ROSTER[system]
     config = server.config(url, pool_size, 1, free_port(), loop)
+    port = config["port"]
     with running(config, "/db?id=1") as base:
-        uvloop.run(_load(config["port"], connections, min(seconds, 3)))  # warm-up
+        uvloop.run(_python_load(port, connections, min(seconds, 3)))  # warm-up
         _stages(base)  # forgotten
-        client = uvloop.run(_load(config["port"], connections, seconds))
+        if load == "wrk":
+            client = _wrk_load(port, connections, seconds)
+        else:
+            client = uvloop.run(_python_load(port, connections, seconds))
         server_side = _stages(base)
     missing = set(client) - set(server_side)
     if missing:
         raise RuntimeError(f"{len(missing)} answered requests were not kept by the server")
-    return [Request(sent, *server_side[seq], answered)
-            for seq, (sent, answered) in client.items()]
+    return [Request(sent, *server_side[seq], answered, connection, nth)
+            for seq, (sent, answered, connection, nth) in client.items()]
 
 
 def _quantile(values: Sequence[float], q: float) -> float:
@@ -161,30 +274,41 @@ def summary(requests: list[Request]) -> dict[str, Any]:
             statistics.median(p[0] for p in passed),
         "slowest 1%: later requests whose answer was back before it (median)":
             statistics.median(p[1] for p in passed),
+        "slowest 1%: first requests on their connections": sum(r.nth == 0 for r in slow),
+        "slowest 1%": len(slow),
     }
 
 
 def plot(path: str, traced: dict[str, list[Request]], title: str) -> None:
-    """Per system: every request's stages, stacked, requests ordered by their total."""
+    """Per system, a column: each request's wait before the handler (top) and its
+    query (bottom) against when it was sent; a connection's first request in red,
+    so that connections accepted late show as what they are."""
     from .report import save
 
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(traced), figsize=(6 * len(traced), 4.5), squeeze=False,
-                             sharey=True)
-    for ax, (system, requests) in zip(axes[0], traced.items()):
-        ordered = sorted(requests, key=lambda r: r.total)
-        xs = [100 * i / len(ordered) for i in range(len(ordered))]
-        ax.stackplot(xs, *([r.stages[i] / 1e6 for r in ordered] for i in range(3)),
-                     labels=STAGES)
-        ax.set_title(system, fontsize=9)
-        ax.set_xlabel("requests, ordered by latency (percentile)")
-        ax.set_yscale("log")
-        ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("ms (log)")
-    axes[0][0].legend(loc="upper left", fontsize=8)
+    fig, axes = plt.subplots(2, len(traced), figsize=(5.5 * len(traced), 7), squeeze=False,
+                             sharex=True, sharey=True)
+    for column, (system, requests) in enumerate(traced.items()):
+        start = min(r.sent for r in requests)
+        for row, stage in enumerate(STAGES[:2]):
+            ax = axes[row][column]
+            for first, colour, size in ((False, "0.45", 1), (True, "tab:red", 6)):
+                chosen = [r for r in requests if (r.nth == 0) is first]
+                ax.scatter([(r.sent - start) / 1e9 for r in chosen],
+                           [max(r.stages[row], 1) / 1e6 for r in chosen], s=size, c=colour,
+                           linewidths=0, label="a connection's first request" if first
+                           else "the others")
+            ax.set_yscale("log")
+            ax.grid(alpha=0.3)
+            ax.set_title(f"{system}: {stage}", fontsize=9)
+            if row == 1:
+                ax.set_xlabel("sent, seconds into the load")
+    for row in axes:
+        row[0].set_ylabel("ms (log)")
+    axes[0][0].legend(loc="upper right", fontsize=8, markerscale=2)
     save(fig, path, title)
 
 
@@ -197,6 +321,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--connections", type=int, default=256)
     parser.add_argument("--duration", type=float, default=10)
     parser.add_argument("--pool_size", type=int, default=10)
+    parser.add_argument("--load", choices=LOADS, default="python",
+                        help="the tracer's own client, or wrk with a capture of loopback")
     parser.add_argument("--json", help="write the summaries here")
     parser.add_argument("--plot", help="write the stacked stages here (PNG)")
     args = parser.parse_args(argv)
@@ -209,15 +335,15 @@ def main(argv: Optional[list[str]] = None) -> int:
     results: dict[str, Any] = {}
     for system in systems:
         traced[system] = trace(system, args.dburl, args.loop, args.connections,
-                               args.duration, args.pool_size)
+                               args.duration, args.pool_size, args.load)
         results[system] = summary(traced[system])
         print(system, json.dumps(results[system], indent=2), flush=True)
     if args.json:
         with open(args.json, "w") as out:
             json.dump({"options": vars(args), "results": results}, out, indent=2)
     if args.plot:
-        plot(args.plot, traced, f"Where each request waited, {args.connections} connections, "
-                                f"{args.loop}")
+        plot(args.plot, traced, f"Where each request waited: {args.connections} connections, "
+                                f"{args.loop}, {args.load} load")
     return 0
 
 

@@ -3,7 +3,11 @@ and its count of the later requests that passed a slow one, on requests made up 
 
 from __future__ import annotations
 
-from benchmarks.webtail import STAGES, Request, summary
+import struct
+
+import pytest
+
+from benchmarks.webtail import STAGES, Request, kernel_times, summary
 
 MS = 1_000_000
 
@@ -48,3 +52,38 @@ def test_a_wait_before_the_handler_is_told_apart_from_the_query() -> None:
     assert found["stages"]["the query"]["slowest 1%: mean ms"] == 2.0
     # the one sent at 20 ms began at 61: passed by those sent at 21..59 but the one at 30
     assert found["slowest 1%: later requests that began before it (median)"] == 38
+
+
+def _pcap(packets: list[tuple[int, int, int, bytes]]) -> bytes:
+    """A nanosecond pcap of loopback (Ethernet link) holding ``(ns, source port,
+    destination port, payload)`` TCP packets."""
+    out = [struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, 65535, 1)]
+    for stamp, source, destination, payload in packets:
+        tcp = struct.pack(">HHIIBBHHH", source, destination, 0, 0, 5 << 4, 0x18, 65535, 0, 0)
+        ip = struct.pack(">BBHHHBBH4s4s", 0x45, 0, 20 + len(tcp) + len(payload), 0, 0, 64, 6,
+                         0, bytes([127, 0, 0, 1]), bytes([127, 0, 0, 1]))
+        frame = bytes(12) + b"\x08\x00" + ip + tcp + payload
+        out.append(struct.pack("<IIII", stamp // 1_000_000_000, stamp % 1_000_000_000,
+                               len(frame), len(frame)) + frame)
+    return b"".join(out)
+
+
+def test_a_capture_of_loopback_gives_each_named_request_its_kernel_times() -> None:
+    port, s = 8000, 1_000_000_000
+    capture = _pcap([
+        (10 * s, 40001, port, b"GET /db?seq=7 HTTP/1.1\r\nHost: x\r\n\r\n"),
+        (10 * s + 5, 40002, port, b"GET /db?seq=9 HTTP/1.1\r\nHost: x\r\n\r\n"),
+        (10 * s + 6, port, 40001, b""),  # an acknowledgement: no payload, not an answer
+        (10 * s + 40, port, 40002, b"HTTP/1.1 200 OK\r\n\r\n{}"),
+        (10 * s + 70, port, 40001, b"HTTP/1.1 200 OK\r\n\r\n{}"),
+        (10 * s + 80, 40001, port, b"GET /db?seq=8 HTTP/1.1\r\nHost: x\r\n\r\n"),
+        (10 * s + 95, port, 40001, b"HTTP/1.1 200 OK\r\n\r\n{}"),
+        (10 * s + 99, 40002, port, b"GET /db?seq=10 HTTP/1.1\r\nHost: x\r\n\r\n"),  # unanswered
+    ])
+    found = kernel_times(capture, port, offset=10 * s)
+    assert found == {7: (0, 70, 40001, 0), 9: (5, 40, 40002, 0), 8: (80, 95, 40001, 1)}
+
+
+def test_a_capture_not_of_pcap_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match="not a little-endian pcap"):
+        kernel_times(b"\x00" * 64, 8000, 0)
