@@ -1,9 +1,12 @@
 """HTTP load from the system tools: wrk (keep-alive, latency percentiles) and ab
 (no keep-alive, as seed 002 ran it). Each run is bounded in time; only 127.0.0.1
-is addressed. A tool that is missing says how to get it."""
+is addressed. A tool that is missing says how to get it. And the one request the
+benchmarks' own Python clients make (``get``: ``benchmarks.webtail``,
+``benchmarks.webcurve``)."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import shutil
 import subprocess
@@ -16,10 +19,22 @@ HOW_TO_GET = {
           "does it as root)",
 }
 _UNITS = {"us": 1e-3, "ms": 1.0, "s": 1e3}
+_LENGTH = re.compile(rb"(?i)\r\ncontent-length:\s*(\d+)")
 
 
 class LoadError(Exception):
     """The load tool failed or its output made no sense: the run is an error."""
+
+
+async def get(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, path: str) -> None:
+    """GET ``path`` on a keep-alive HTTP/1.1 connection to 127.0.0.1 and read the
+    answer whole; LoadError unless it is a 200 with a Content-Length."""
+    writer.write(b"GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" % path.encode())
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = _LENGTH.search(head)
+    if not head.startswith(b"HTTP/1.1 200") or length is None:
+        raise LoadError(f"GET {path} was answered {head[:200]!r}")
+    await reader.readexactly(int(length.group(1)))
 
 
 def missing(tool: str) -> Optional[str]:

@@ -47,7 +47,6 @@ import dataclasses
 import itertools
 import json
 import os
-import re
 import shutil
 import signal
 import statistics
@@ -60,6 +59,7 @@ import urllib.request
 from collections.abc import Sequence
 from typing import Any, Optional
 
+from . import load
 from .scenarios import web
 from .webapps import LOOPS
 from .webroster import free_port, running
@@ -68,7 +68,6 @@ from .webroster import free_port, running
 STAGES = ("before the handler", "the query", "after the answer")
 #: the loads that can drive a trace (``--load``)
 LOADS = ("python", "wrk")
-_LENGTH = re.compile(rb"(?i)\r\ncontent-length:\s*(\d+)")
 #: seq -> (sent, answered, connection, nth): what a load knows of each request
 Sent = dict[int, tuple[int, int, int, int]]
 #: wrk's Lua script: each request named by its thread and its count there
@@ -115,12 +114,7 @@ async def _connection(port: int, until: float, seqs: itertools.count[int],
                 break
             seq = next(seqs)
             sent = time.monotonic_ns()
-            writer.write(b"GET /db?seq=%d HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" % seq)
-            head = await reader.readuntil(b"\r\n\r\n")
-            length = _LENGTH.search(head)
-            if not head.startswith(b"HTTP/1.1 200") or length is None:
-                raise RuntimeError(f"request {seq} was answered {head[:200]!r}")
-            await reader.readexactly(int(length.group(1)))
+            await load.get(reader, writer, f"/db?seq={seq}")
             out[seq] = (sent, time.monotonic_ns(), index, nth)
     finally:
         writer.close()
