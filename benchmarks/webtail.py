@@ -57,7 +57,7 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Sequence
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 from . import load
 from .scenarios import web
@@ -68,8 +68,20 @@ from .webroster import free_port, running
 STAGES = ("before the handler", "the query", "after the answer")
 #: the loads that can drive a trace (``--load``)
 LOADS = ("python", "wrk")
-#: seq -> (sent, answered, connection, nth): what a load knows of each request
-Sent = dict[int, tuple[int, int, int, int]]
+
+
+class Seen(NamedTuple):
+    """What a load knows of one request: when it was sent and answered (monotonic ns),
+    its connection, and the how-manyth request on that connection it was (0: the first)."""
+
+    sent: int
+    answered: int
+    connection: int
+    nth: int
+
+
+#: each named request's ``Seen``, by its name (``seq``)
+Sent = dict[int, Seen]
 #: wrk's Lua script: each request named by its thread and its count there
 _WRK_SCRIPT = """
 local count, threads = 0, 0
@@ -115,7 +127,7 @@ async def _connection(port: int, until: float, seqs: itertools.count[int],
             seq = next(seqs)
             sent = time.monotonic_ns()
             await load.get(reader, writer, f"/db?seq={seq}")
-            out[seq] = (sent, time.monotonic_ns(), index, nth)
+            out[seq] = Seen(sent, time.monotonic_ns(), index, nth)
     finally:
         writer.close()
 
@@ -165,7 +177,7 @@ def kernel_times(capture: bytes, port: int, offset: int) -> Sent:
         times = answers.get(client, [])
         after = bisect.bisect_left(times, sent)
         if after < len(times):
-            out[seq] = (sent, times[after], client, nth.get(client, 0))
+            out[seq] = Seen(sent, times[after], client, nth.get(client, 0))
         nth[client] = nth.get(client, 0) + 1
     return out
 
@@ -205,9 +217,10 @@ def _stages(base: str) -> dict[int, tuple[int, int]]:
 
 
 def trace(system: str, url: str, loop: str, connections: int, seconds: float,
-          pool_size: int, load: str = "python") -> list[Request]:
-    """Start ``system``'s web server, warm it up, load it for ``seconds`` with
-    ``load`` (``LOADS``) and join the load's and the server's times of every request."""
+          pool_size: int, using: str = "python") -> list[Request]:
+    """Start ``system``'s web server, warm it up, load it for ``seconds`` with the
+    load ``using`` names (``LOADS``) and join the load's and the server's times of
+    every request."""
     import uvloop
 
     server = web.ROSTER[system]
@@ -216,7 +229,7 @@ def trace(system: str, url: str, loop: str, connections: int, seconds: float,
     with running(config, "/db?id=1") as base:
         uvloop.run(_python_load(port, connections, min(seconds, 3)))  # warm-up
         _stages(base)  # forgotten
-        if load == "wrk":
+        if using == "wrk":
             client = _wrk_load(port, connections, seconds)
         else:
             client = uvloop.run(_python_load(port, connections, seconds))
@@ -224,8 +237,8 @@ def trace(system: str, url: str, loop: str, connections: int, seconds: float,
     missing = set(client) - set(server_side)
     if missing:
         raise RuntimeError(f"{len(missing)} answered requests were not kept by the server")
-    return [Request(sent, *server_side[seq], answered, connection, nth)
-            for seq, (sent, answered, connection, nth) in client.items()]
+    return [Request(seen.sent, *server_side[seq], seen.answered, seen.connection, seen.nth)
+            for seq, seen in client.items()]
 
 
 def _quantile(values: Sequence[float], q: float) -> float:
@@ -235,7 +248,7 @@ def _quantile(values: Sequence[float], q: float) -> float:
 
 def _passed_by(requests: list[Request], slow: list[Request]) -> list[tuple[int, int]]:
     """For each slow request: how many requests sent after it began before it, and
-    got their answer back before it (the median over ``slow``, per stage)."""
+    how many got their answer back before it."""
     by_sent = sorted(requests, key=lambda r: r.sent)
     sent = [r.sent for r in by_sent]
     counts = []
