@@ -144,11 +144,13 @@ def run_process(plan: Plan, tmp_dir: str) -> Outcome:
     try:
         if plan.moment[0] == "running" and site.gated:
             site.close_gate()
+        # a process group of its own, so that a child it forks ends with it (below)
         proc = subprocess.Popen(
             [sys.executable, "-m", "tests.endings.client", json.dumps(spec_of(plan, site))],
             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env={**os.environ, "PYTHONPATH": REPO})
+            env={**os.environ, "PYTHONPATH": REPO}, start_new_session=True)
         heard = Listener(proc, site.table)
+        out.figures["group"] = proc.pid
         started = time.monotonic()
         if not heard.ledger.wait_for(lambda: heard.ready or proc.poll() is not None, START) \
                 or not heard.ready:
@@ -204,13 +206,23 @@ def run_process(plan: Plan, tmp_dir: str) -> Outcome:
         return out
     finally:
         if proc is not None:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+            end_group(proc)
             for stream in (proc.stdout, proc.stderr):
                 if stream is not None:
                     stream.close()
         site.drop()
+
+
+def end_group(proc: subprocess.Popen[bytes]) -> None:
+    """Kill the program and whatever of its process group is left. A forked child that
+    outlived the program (a finding already: it had not exited) holds the program's
+    stderr open, and closing the pipe while its reader thread waits on it would wait
+    for that child for good (seen on 3.13t: a child hung at its exit)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:  # the program and every child of it have ended
+        pass
+    proc.wait()
 
 
 def wait_exit(proc: subprocess.Popen[bytes], within: float) -> bool:

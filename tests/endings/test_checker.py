@@ -4,6 +4,8 @@ clients that keep being answered may take longer than the bound in all. The boun
 are shrunk here; the clients are plain tasks issuing units to a real ledger."""
 
 import asyncio
+import glob
+import time
 from types import SimpleNamespace
 from typing import Any
 
@@ -86,3 +88,43 @@ async def test_clients_still_going_past_progress_are_found(shrunk, monkeypatch):
     monkeypatch.setattr(scenario, "PROGRESS", 1.0)
     findings = await settle(steady)
     assert len(findings) == 1 and "still going 1.0 s after the ending" in findings[0]
+
+
+def test_a_forked_child_that_never_exits_is_a_finding_and_ends_with_the_program(
+        monkeypatch, tmp_path):
+    """The child holds the program's stderr open; the run still ends, says so, and
+    leaves no child behind (``process.end_group``)."""
+    from . import process
+    from .client import CHILD_HANGS
+    from .scenario import Plan
+
+    monkeypatch.setenv(CHILD_HANGS, "1")
+    monkeypatch.setattr(process, "EXIT", 3.0)
+    monkeypatch.setattr(process, "MOMENT", 1.0)
+    plan = Plan(front="sync", driver="sqlite", ending="fork", clients=(("standalone", "burst"),),
+                pool_size=2, pipeline=None, autobatch=None, moment=("acks", 1))
+    outcome = process.run_process(plan, str(tmp_path))
+    assert any("the forked child had not exited" in f for f in outcome.findings), outcome
+    group = outcome.figures.get("group")
+    assert group is not None
+    # nothing of the program's group runs on: killed, a zombie at most until reaped
+    # (the bound only guards against a hang: a SIGKILLed process cannot stay)
+    deadline = time.monotonic() + 30
+    while _running_in_group(group) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _running_in_group(group)
+
+
+def _running_in_group(group: int) -> list[int]:
+    """The processes of process group ``group`` that are not zombies (Linux /proc)."""
+    found = []
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            with open(stat) as f:
+                after_name = f.read().rsplit(")", 1)[1].split()
+        except OSError:  # ended meanwhile
+            continue
+        state, pgrp = after_name[0], int(after_name[2])
+        if pgrp == group and state != "Z":
+            found.append(int(stat.split("/")[2]))
+    return found
