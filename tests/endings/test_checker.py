@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from . import scenario
+from . import process, scenario
+from .client import CHILD_HANGS
 from .ledger import ACK, Ledger
 
 
@@ -94,14 +95,10 @@ def test_a_forked_child_that_never_exits_is_a_finding_and_ends_with_the_program(
         monkeypatch, tmp_path):
     """The child holds the program's stderr open; the run still ends, says so, and
     leaves no child behind (``process.end_group``)."""
-    from . import process
-    from .client import CHILD_HANGS
-    from .scenario import Plan
-
     monkeypatch.setenv(CHILD_HANGS, "1")
     monkeypatch.setattr(process, "EXIT", 3.0)
     monkeypatch.setattr(process, "MOMENT", 1.0)
-    plan = Plan(front="sync", driver="sqlite", ending="fork", clients=(("standalone", "burst"),),
+    plan = scenario.Plan(front="sync", driver="sqlite", ending="fork", clients=(("standalone", "burst"),),
                 pool_size=2, pipeline=None, autobatch=None, moment=("acks", 1))
     outcome = process.run_process(plan, str(tmp_path))
     assert any("the forked child had not exited" in f for f in outcome.findings), outcome
