@@ -175,7 +175,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.webcurve",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--dburl", required=True)
-    parser.add_argument("--systems", default="starlette+adb,starlette+asyncpg")
+    parser.add_argument("--systems", type=web.servers, default="starlette+adb,starlette+asyncpg")
     parser.add_argument("--loop", choices=LOOPS, default="uvloop")
     parser.add_argument("--rates", type=_rates, default=_rates("500,1000,2000,3000,4000"))
     parser.add_argument("--duration", type=float, default=10)
@@ -184,13 +184,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--json", help="write the curves here")
     parser.add_argument("--plot", help="draw the curves here (PNG)")
     args = parser.parse_args(argv)
-    systems = [s.strip() for s in args.systems.split(",") if s.strip()]
-    unknown = [s for s in systems if s not in web.ROSTER]
-    if unknown:
-        parser.error(f"unknown systems {unknown}; the web scenario's: {sorted(web.ROSTER)}")
     web.prepare(args.dburl, 0)
     curves: dict[str, list[dict[str, Any]]] = {}
-    for system in systems:
+    for system in args.systems:
         curves[system] = measure(system, args.dburl, args.loop, args.rates, args.duration,
                                  args.connections, args.pool_size)
         for figures in curves[system]:

@@ -376,7 +376,7 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m benchmarks.webprofile",
                                 description=__doc__.split("\n\n")[0] if __doc__ else None)
     p.add_argument("--dburl", required=True, help="the database the servers read")
-    p.add_argument("--systems", default="starlette+adb,starlette+asyncpg",
+    p.add_argument("--systems", type=web.servers, default="starlette+adb,starlette+asyncpg",
                    help="web scenario servers, comma-separated (single-process ones)")
     p.add_argument("--loop", choices=LOOPS, default="uvloop")
     p.add_argument("--connections", type=int, default=64, help="wrk connections (64)")
@@ -390,11 +390,7 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         "the drivers' C code seen); python: Python frames only, never stopped")
     p.add_argument("--json", help="write the figures here")
     p.add_argument("--keep-raw", help="a directory to keep py-spy's raw samples in")
-    args = p.parse_args(argv)
-    unknown = [s for s in args.systems.split(",") if s not in web.ROSTER]
-    if unknown:
-        p.error(f"not web scenario servers: {', '.join(unknown)}")
-    return args
+    return p.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -407,7 +403,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     made = ensure_table(args.dburl)
     results = []
     try:
-        for name in args.systems.split(","):
+        for name in args.systems:
             results.append(profile_one(name, args.dburl, args.pool_size, args.loop,
                                        args.connections, args.duration, args.rate,
                                        args.reference, args.keep_raw, args.sampler))

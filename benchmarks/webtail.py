@@ -323,7 +323,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.webtail",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--dburl", required=True)
-    parser.add_argument("--systems", default="starlette+adb,starlette+asyncpg")
+    parser.add_argument("--systems", type=web.servers, default="starlette+adb,starlette+asyncpg")
     parser.add_argument("--loop", choices=LOOPS, default="uvloop")
     parser.add_argument("--connections", type=int, default=256)
     parser.add_argument("--duration", type=float, default=10)
@@ -333,14 +333,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--json", help="write the summaries here")
     parser.add_argument("--plot", help="write the stacked stages here (PNG)")
     args = parser.parse_args(argv)
-    systems = [s.strip() for s in args.systems.split(",") if s.strip()]
-    unknown = [s for s in systems if s not in web.ROSTER]
-    if unknown:
-        parser.error(f"unknown systems {unknown}; the web scenario's: {sorted(web.ROSTER)}")
     web.prepare(args.dburl, 0)
     traced: dict[str, list[Request]] = {}
     results: dict[str, Any] = {}
-    for system in systems:
+    for system in args.systems:
         traced[system] = trace(system, args.dburl, args.loop, args.connections,
                                args.duration, args.pool_size, args.load)
         results[system] = summary(traced[system])

@@ -75,6 +75,19 @@ def add_arguments(group: argparse._ArgumentGroup) -> None:
                             "on uvicorn); Twisted Web keeps its own reactor")
 
 
+def servers(text: str) -> list[str]:
+    """``--systems`` of the web tools (``benchmarks.webprofile``, ``webtail``,
+    ``webcurve``): the comma-separated names, each a server of ``ROSTER``; an
+    ``argparse`` type, so a bad name is refused by name before anything starts."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in ROSTER]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"not web scenario servers: {', '.join(unknown) or repr(text)} "
+            f"(the web scenario's: {', '.join(sorted(ROSTER))})")
+    return names
+
+
 def event_loop(options: Options) -> str:
     """``--loop``, checked: uvloop must be importable here."""
     loop = str(options.get("loop") or "asyncio")

@@ -10,6 +10,7 @@ import asyncio
 
 import pytest
 
+from benchmarks.scenarios import web
 from benchmarks.webcurve import _rates, open_idle, point, schedule
 
 ANSWER = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"
@@ -79,3 +80,11 @@ def test_bad_rates_are_refused_by_name() -> None:
     for bad in ("fast", "0,100", ""):
         with pytest.raises(argparse.ArgumentTypeError, match="--rates"):
             _rates(bad)
+
+
+def test_the_web_tools_take_only_web_scenario_servers() -> None:
+    assert web.servers("starlette+adb, starlette+asyncpg") == ["starlette+adb",
+                                                               "starlette+asyncpg"]
+    for bad in ("starlette+nothing", "starlette+adb,nope", " , "):
+        with pytest.raises(argparse.ArgumentTypeError, match="not web scenario servers"):
+            web.servers(bad)
