@@ -26,6 +26,14 @@ LIBRARIES = ("adb-async", "psycopg2-binary", "PyMySQL", "tornado", "Twisted", "a
              "uvloop", "httptools", "pymongo", "motor", "SQLAlchemy")
 
 
+def quantile(values: Sequence[float], q: float) -> float:
+    """The value at fraction ``q`` (0-1) of ``values`` sorted: the one at index
+    ``int(q * n)``, the largest for q near 1 (the web tools' percentiles;
+    ``benchmarks.notify.percentile`` ranks to the nearest instead)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
 def environment(url: str, kind: str) -> dict[str, Any]:
     """Versions of Python, libraries and the server, and the machine."""
     from importlib import metadata

@@ -56,10 +56,10 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Sequence
 from typing import Any, NamedTuple, Optional
 
 from . import load
+from .report import quantile
 from .scenarios import web
 from .webapps import LOOPS
 from .webroster import free_port, running
@@ -241,11 +241,6 @@ def trace(system: str, url: str, loop: str, connections: int, seconds: float,
             for seq, seen in client.items()]
 
 
-def _quantile(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
 def _passed_by(requests: list[Request], slow: list[Request]) -> list[tuple[int, int]]:
     """For each slow request: how many requests sent after it began before it, and
     how many got their answer back before it."""
@@ -268,14 +263,14 @@ def summary(requests: list[Request]) -> dict[str, Any]:
     stages: dict[str, dict[str, float]] = {}
     for index, name in enumerate(STAGES):
         values = [r.stages[index] * ms for r in requests]
-        stages[name] = {f"p{q:g}": round(_quantile(values, q / 100), 2)
+        stages[name] = {f"p{q:g}": round(quantile(values, q / 100), 2)
                         for q in (50, 90, 99, 99.9)}
         stages[name]["max"] = round(max(values), 2)
         stages[name]["slowest 1%: mean ms"] = round(
             statistics.fmean(r.stages[index] * ms for r in slow), 2)
     return {
         "requests": len(requests),
-        "total": {f"p{q:g}": round(_quantile(totals, q / 100), 2) for q in (50, 90, 99, 99.9)},
+        "total": {f"p{q:g}": round(quantile(totals, q / 100), 2) for q in (50, 90, 99, 99.9)},
         "stages": stages,
         "slowest 1%: later requests that began before it (median)":
             statistics.median(p[0] for p in passed),
