@@ -81,7 +81,7 @@ def transaction(engine: Retrier, fn: Callable[..., Any], args: tuple[Any, ...],
             else:  # ... or something else did (a close): then it did not commit
                 engine.check_ended(tx)
             return result
-        except GeneratorExit:  # dropped unfinished: the handle's finalizer rolls back
+        except GeneratorExit:  # dropped unfinished: the handle's drop watch rolls back
             raise
         except BaseException as exc:
             error = exc

@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import enum
 import logging
-import weakref
 from operator import length_hint
 from typing import Any, Iterator, Optional, Protocol
 
+from .dropwatch import watch
 from .errors import Error
 from .rows import Batch, RowFactory
 from .steps import Steps, run_async, run_blocking
@@ -88,7 +88,7 @@ class StreamCore:
         self._gate, self._pending = engine.open_stream(
             tx, self._own, export, sql, params, size, factory, idle_timeout,
             Operation("", sql, (("adb.stream", True),)))
-        self._finalizer = weakref.finalize(self, engine.drop_stream, tx, self._gate, self._own)
+        self._watch = watch(self, engine.drop_stream, tx, self._gate, self._own)
 
     def __repr__(self) -> str:
         return (f"<adb stream of {self._engine.name!r} {self.state.value}, "
@@ -117,7 +117,7 @@ class StreamCore:
         self._rows = iter(rows)
         if done:
             self.state = StreamState.ENDED
-            self._finalizer.detach()
+            self._watch.detach()
             if self._own:
                 self._ending = self._send_end(commit=True)
         else:
@@ -143,7 +143,7 @@ class StreamCore:
         """Stop asking for batches: the pending request and an unfinished begin are
         cancelled (a worker skips them). Returns the state it was in."""
         was, self.state = self.state, StreamState.CLOSED
-        self._finalizer.detach()
+        self._watch.detach()
         self._rows = iter(())
         for future in (self._pending, self._begun):
             if future is not None:

@@ -20,12 +20,12 @@ from __future__ import annotations
 import enum
 import itertools
 import threading
-import weakref
 from queue import SimpleQueue
 from typing import Any, Callable, Optional
 
 from .call import Claim
 from .dispatch import Queued
+from .dropwatch import Watch, watch
 from .errors import TransactionError
 from .telemetry import Telemetry
 
@@ -61,7 +61,7 @@ class TxRecord:
     """The engine's and the worker's side of one transaction (see the module doc)."""
 
     __slots__ = ("id", "name", "read_only", "isolation", "queue", "state", "worker", "span",
-                 "ended_by", "_end", "_finalizer", "_queueing")
+                 "ended_by", "_end", "_watch", "_queueing")
 
     def __init__(self, name: str, read_only: bool, isolation: Optional[str]) -> None:
         self.id = next(_ids)
@@ -77,7 +77,7 @@ class TxRecord:
         self._end = Claim()  # taken by whoever ends it first: its owner, or a close
         #: a call's check and its put on ``queue`` are one step against its end (``put``)
         self._queueing = threading.Lock()
-        self._finalizer: Optional[weakref.finalize[Any, Any]] = None
+        self._watch: Optional[Watch] = None
 
     def __repr__(self) -> str:
         return f"<adb transaction {self.id} of {self.name!r} {self.state.value}>"
@@ -85,7 +85,7 @@ class TxRecord:
     def watch(self, handle: object, on_drop: Callable[[SimpleQueue[Queued], int], None]) -> None:
         """``on_drop(queue, id)`` (the engine's: it queues the rollback) if ``handle`` is
         collected while the transaction is open."""
-        self._finalizer = weakref.finalize(handle, on_drop, self.queue, self.id)
+        self._watch = watch(handle, on_drop, self.queue, self.id)
 
     def check(self) -> None:
         """Raise TransactionError unless it can take more work."""
@@ -159,8 +159,8 @@ class TxRecord:
         self.span = span
 
     def _detach(self) -> None:
-        if self._finalizer is not None:
-            self._finalizer.detach()
+        if self._watch is not None:
+            self._watch.detach()
 
     def _end_span(self, outcome: str) -> None:
         span, self.span = self.span, None

@@ -21,6 +21,7 @@ import time
 import weakref
 from typing import Any, Callable, Generic, Optional
 
+from .. import dropwatch
 from ..admission import Admission
 from ..errors import ForkError, PoolClosed
 from ..frontend import Cancellable, F, FrontEnd
@@ -98,6 +99,8 @@ def _at_exit() -> None:
             lifecycle.close_at_exit(deadline)
     # and the pools of Databases let go of unclosed, which still run what they took
     give_up_all_at_exit(deadline)
+    # what was open is ended: a handle collected in the teardown calls nothing now
+    dropwatch.stop()
 
 
 atexit.register(_at_exit)
