@@ -62,11 +62,11 @@ class Watch(weakref.ref[Any]):
 
     __slots__ = ("on_drop", "args")
 
-    def __init__(self, handle: object, on_drop: Callable[..., None], *args: Any) -> None:
+    def __init__(self, handle: object, on_drop: Callable[..., object], *args: Any) -> None:
         self.on_drop = on_drop
         self.args = args
 
-    def __new__(cls, handle: object, on_drop: Callable[..., None], *args: Any) -> Watch:
+    def __new__(cls, handle: object, on_drop: Callable[..., object], *args: Any) -> Watch:
         return super().__new__(cls, handle, _dropped)
 
     def detach(self) -> None:
@@ -76,7 +76,7 @@ class Watch(weakref.ref[Any]):
             registry.watches.pop(id(self), None)
 
 
-def watch(handle: object, on_drop: Callable[..., None], *args: Any) -> Watch:
+def watch(handle: object, on_drop: Callable[..., object], *args: Any) -> Watch:
     """Call ``on_drop(*args)`` if ``handle`` is collected before the watch is detached."""
     registry = _registry
     made = Watch(handle, on_drop, *args)
