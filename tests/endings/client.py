@@ -126,9 +126,26 @@ def child_after_fork(close: Any) -> None:
         threading.Event().wait()
 
 
+#: the fork ending: set in the parent once it has forked (``watch_child``)
+FORKED = threading.Event()
+#: seconds a program whose work is over waits for the fork before it ends: the
+#: test fires the ending once the moment has come, and a program that ended first
+#: would meet SIGUSR1 in its interpreter's exit, with no handler left (killed by it,
+#: seen on 3.13t beside a CPU hog, where the test itself is slow to fire)
+FORK_WAIT = 60.0
+
+
+def waits_for_fork(spec: dict[str, Any]) -> bool:
+    """True if the program, its work over, must wait for the fork (``FORKED``): not
+    in the forked child, whose ``SystemExit`` from the handler a client's work may
+    have caught (it then ends its work, refused, and must exit then)."""
+    return spec["ending"] == "fork" and os.getpid() == _PID
+
+
 def watch_child(pid: int) -> None:
     """In the parent: report when the child exits, and how long it took."""
     began = time.monotonic()
+    FORKED.set()
 
     def wait() -> None:
         _, status = os.waitpid(pid, 0)
@@ -177,6 +194,8 @@ async def main_async(spec: dict[str, Any]) -> None:
         stopped = asyncio.ensure_future(stop.wait())
         left = asyncio.ensure_future(leave.wait())
         await asyncio.wait([all_done, stopped, left], return_when=asyncio.FIRST_COMPLETED)
+        if all_done.done() and waits_for_fork(spec):
+            await loop.run_in_executor(None, FORKED.wait, FORK_WAIT)
         if left.done():
             closing = False  # the program returns at once, closing nothing
             return
@@ -231,6 +250,8 @@ async def main_trio(spec: dict[str, Any]) -> None:
                 async with trio.open_nursery() as nursery:
                     for c, kinds in enumerate(spec["clients"]):
                         nursery.start_soon(run_async, env, c, kinds, ASYNC)
+                if waits_for_fork(spec):
+                    await trio.to_thread.run_sync(FORKED.wait, FORK_WAIT)
                 clients_done.set()
                 program.cancel_scope.cancel()  # the work is over: so is the program
             program.start_soon(clients)
@@ -302,6 +323,8 @@ def main_sync(spec: dict[str, Any]) -> None:
         run_sync(env, 0, spec["clients"][0])
         for thread in threads:
             thread.join()
+        if waits_for_fork(spec):
+            FORKED.wait(FORK_WAIT)
     finally:
         if not leaving.is_set() and spec["graceful"]:
             env.stop.set()
@@ -312,7 +335,7 @@ def main_sync(spec: dict[str, Any]) -> None:
 
 
 def main_twisted(spec: dict[str, Any]) -> None:
-    from twisted.internet import defer, task
+    from twisted.internet import defer, task, threads
 
     import adb.twisted
 
@@ -365,6 +388,9 @@ def main_twisted(spec: dict[str, Any]) -> None:
                    for c, kinds in enumerate(spec["clients"])]
         say(ready=True)
         done = defer.DeferredList(clients, consumeErrors=True)
+        if waits_for_fork(spec):
+            done.addCallback(lambda result: threads.deferToThread(FORKED.wait, FORK_WAIT)
+                             .addCallback(lambda _: result))
         if spec["front"] == "dropin":
             return done
         return done.addCallback(lambda _: db.close())
