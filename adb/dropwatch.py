@@ -46,6 +46,12 @@ class _Registry:
         self.watches: dict[int, Watch] = {}  # by id: a handle need not be hashable
         self.state = RegistryState.WATCHING
 
+    def before_fork(self) -> None:
+        self.lock.acquire()
+
+    def after_fork_in_parent(self) -> None:
+        self.lock.release()
+
     def after_fork_in_child(self) -> None:
         """A new lock (the parent's is held, by the thread that forked) and no watch:
         the parent's are the parent's."""
@@ -71,18 +77,16 @@ class Watch(weakref.ref[Any]):
 
     def detach(self) -> None:
         """The handle is finished: nothing is called when it goes."""
-        registry = _registry
-        with registry.lock:
-            registry.watches.pop(id(self), None)
+        with _registry.lock:
+            _registry.watches.pop(id(self), None)
 
 
 def watch(handle: object, on_drop: Callable[..., object], *args: Any) -> Watch:
     """Call ``on_drop(*args)`` if ``handle`` is collected before the watch is detached."""
-    registry = _registry
     made = Watch(handle, on_drop, *args)
-    with registry.lock:
-        if registry.state is RegistryState.WATCHING:
-            registry.watches[id(made)] = made
+    with _registry.lock:
+        if _registry.state is RegistryState.WATCHING:
+            _registry.watches[id(made)] = made
     return made
 
 
@@ -98,21 +102,12 @@ def _dropped(made: Watch, registry: _Registry = _registry) -> None:
 def stop() -> None:
     """The interpreter is exiting, and the engine has ended what was open: from now on
     a handle collected calls nothing."""
-    registry = _registry
-    with registry.lock:
-        registry.state = RegistryState.STOPPED
-        registry.watches.clear()
+    with _registry.lock:
+        _registry.state = RegistryState.STOPPED
+        _registry.watches.clear()
 
 
-def _before_fork() -> None:
-    _registry.lock.acquire()
-
-
-def _after_fork_in_parent() -> None:
-    _registry.lock.release()
-
-
-os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+os.register_at_fork(before=_registry.before_fork, after_in_parent=_registry.after_fork_in_parent,
                     after_in_child=_registry.after_fork_in_child)
 
 __all__ = ["RegistryState", "Watch", "stop", "watch"]
