@@ -2,7 +2,17 @@
 its Pool of workers starts (fork: the workers inherit both), each worker making its
 own Database; one runs the sleep. SIGTERM/SIGINT to the parent end it as a program
 would: the signal raises in the main thread, the pool is terminated, the Databases
-closed (``with``)."""
+closed (``with``).
+
+A signal's handler runs in the main thread at the next point the interpreter checks
+for one, which can be inside a weak reference's callback (a ``WeakSet``'s, when the
+objects of a Database just closed are freed there). CPython ignores an exception
+raised in such a callback: it prints "Exception ignored in" and goes on. So a pool
+process that makes and closes a Database per task would at times go on after
+``terminate()``'s SIGTERM, back to the pool's queue, and the parent waited for it
+for good (seen once: 3.13t, beside a CPU hog, 2026-11-29). The
+handler therefore also notes the signal, and ``work`` ends the process if one came,
+as a program that must not outlive its signal does."""
 
 import faulthandler
 import multiprocessing
@@ -27,9 +37,16 @@ def work(statement):
             return str(db.runQueryValue(statement))
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if received:  # its SystemExit was raised where the interpreter ignores it
+            raise SystemExit(128 + received[0])
+
+
+#: the signals this process received (``stop``)
+received = []
 
 
 def stop(signum, frame):
+    received.append(signum)
     # an exit slower than 8 s writes every thread's stack to the log the test shows
     faulthandler.dump_traceback_later(8)
     if signum == signal.SIGINT:
