@@ -1,9 +1,9 @@
 """adb's build backend: setuptools', with the hot path compiled by mypyc where it can be.
 
-The modules in ``COMPILED`` (the worker's per-call path; docs/performance.md,
-"Compiled") become C extensions beside their ``.py`` files, which stay in the wheel
-and are what runs wherever the extensions are not importable. ``ADB_COMPILE``
-decides:
+The modules in ``COMPILED`` (a call's path: the engine's calls part, which makes its
+job, and the worker's side; docs/performance.md, "Compiled") become C extensions
+beside their ``.py`` files, which stay in the wheel and are what runs wherever the
+extensions are not importable. ``ADB_COMPILE`` decides:
 
 - ``1``: compile, or fail the build saying why (no C compiler, no Python headers);
 - ``0``: never compile: a pure-Python ``py3-none-any`` wheel;
@@ -31,8 +31,9 @@ from setuptools.build_meta import (  # type: ignore[import-untyped, unused-ignor
     prepare_metadata_for_build_wheel)
 
 #: the modules compiled, in the order a call goes through them
-COMPILED = ("adb/call.py", "adb/jobs.py", "adb/dispatch.py", "adb/admission.py",
-            "adb/handback.py", "adb/worker.py", "adb/session.py", "adb/pipeline.py", "adb/ops.py")
+COMPILED = ("adb/engine/calls.py", "adb/call.py", "adb/jobs.py", "adb/dispatch.py",
+            "adb/admission.py", "adb/handback.py", "adb/worker.py", "adb/session.py",
+            "adb/pipeline.py", "adb/ops.py")
 #: the shared library of the compiled modules, inside the adb package
 GROUP = "adb._compiled"
 #: the mypy that compiles them (mypyc ships with it); the generated C needs nothing at run time

@@ -70,7 +70,7 @@ class Query(Statement):
     pipelinable = True
 
     def run(self, session: Session) -> Any:
-        return session.standalone(self.op, self.sql, self.params, self.row_factory)
+        return session.statement(self.op, self.sql, self.params, self.row_factory)
 
 
 class Operation(Query):

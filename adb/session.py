@@ -21,8 +21,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-import time
 from queue import Empty, SimpleQueue
+from time import monotonic
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional, Protocol
 
 from . import health, ops
@@ -188,7 +188,7 @@ class Session:
     def connection(self) -> Connection:
         """The connection, replaced first if it is no longer fit to use."""
         conn = self._conn
-        now = time.monotonic()
+        now = monotonic()
         if conn is not None:
             reason = self.unfit(conn, now)
             if reason is None:
@@ -302,7 +302,7 @@ class Session:
         """After the watchdog cancelled this call: name a timeout, check the connection."""
         cut = running.state is CallState.CUT
         self.check_after_cancel(running)
-        if ok or running.deadline is None or time.monotonic() < running.deadline:
+        if ok or running.deadline is None or monotonic() < running.deadline:
             return value, ok
         cut = cut or isinstance(value, ConnectionLost)
         timeout = StatementTimeout(
@@ -349,6 +349,24 @@ class Session:
             return self.atomic(op, *args)
         return self.on_spare_cursor(conn, op, args)
 
+    def statement(self, op: ops.StatementOp, sql: Any, params: Any,
+                  row_factory: Optional[RowFactory]) -> Any:
+        """A caller's statement outside any transaction (a ``Statement`` job):
+        ``standalone`` with the op's arguments passed as they are. Gathered into a
+        tuple and spread again, as ``standalone`` must for any op, they cost the
+        common call a tenth of adb's own instructions on a compiled build."""
+        conn = self.connection()
+        if not self._driver.autocommit:
+            return self.atomic(op, sql, params, row_factory)
+        cursor = self._take_spare(conn)
+        try:
+            value = op(cursor, self._driver, sql, params, row_factory)
+        except BaseException:
+            _close_cursor(cursor)
+            raise
+        self._keep_spare(conn, cursor)
+        return value
+
     def on_spare_cursor(self, conn: Connection, op: ops.OnCursor, args: tuple[Any, ...]) -> Any:
         """Run adb's own ``op`` on the cursor the previous call left, or a new one.
 
@@ -357,18 +375,26 @@ class Session:
         set (rows stay in a cursor until its next execute) and its call succeeded;
         a caller's own function (``runInteraction``) always gets a fresh cursor.
         """
-        spare, self._spare = self._spare, None
-        cursor = spare[1] if spare is not None and spare[0] is conn else conn.cursor()
+        cursor = self._take_spare(conn)
         try:
             value = op(cursor, self._driver, *args)
         except BaseException:
             _close_cursor(cursor)
             raise
+        self._keep_spare(conn, cursor)
+        return value
+
+    def _take_spare(self, conn: Connection) -> Cursor:
+        """The cursor the previous call left on ``conn``, or a new one."""
+        spare, self._spare = self._spare, None
+        return spare[1] if spare is not None and spare[0] is conn else conn.cursor()
+
+    def _keep_spare(self, conn: Connection, cursor: Cursor) -> None:
+        """Keep ``cursor`` for the next call if it holds no result set, else close it."""
         if cursor.description is None:
             self._spare = (conn, cursor)
         else:
             _close_cursor(cursor)
-        return value
 
     def atomic(self, op: ops.OnCursor, *args: Any) -> Any:
         """One call in its own transaction: all of it commits, or none of it. A

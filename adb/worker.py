@@ -152,6 +152,9 @@ class Worker:
     def run(self) -> None:
         session = self.session
         job: Optional[Queued] = None
+        # the worker's own settings first: a job kind's flags are class attributes,
+        # which compiled code reads through a dictionary lookup
+        batching = self._config.autobatch > 1
         try:
             self.warm_up()
             while True:
@@ -161,10 +164,9 @@ class Worker:
                 if job is STOP:
                     break
                 try:
-                    if job.batchable and self._config.autobatch > 1 \
-                            and isinstance(job, Statement):
+                    if batching and job.batchable and isinstance(job, Statement):
                         self.serve_batchable(job)
-                    elif job.pipelinable and self.pipeliner is not None \
+                    elif self.pipeliner is not None and job.pipelinable \
                             and not self._queue.empty():
                         self.pipeliner.serve(job)
                     else:

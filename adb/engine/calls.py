@@ -69,10 +69,12 @@ class Calls(Generic[F]):
         if self.refusal is not None:
             raise self.refusal
 
-    def standalone(self, op: Op, args: tuple[Any, ...], timeout: Optional[float] = None,
-                   statement_timeout: Optional[float] = None, what: What = "") -> Any:
+    def standalone(self, op: Op, args: tuple[Any, ...], timeout: Any = None,
+                   statement_timeout: Any = None, what: What = "") -> Any:
         """Run ``op`` on a free worker outside any transaction; what the caller gets.
-        ``what`` the call is, for its telemetry."""
+        ``what`` the call is, for its telemetry. ``timeout`` and ``statement_timeout``
+        are the caller's, unchecked (``Any``: a compiled build would refuse a wrong
+        type with its own TypeError before ``check_timeout`` could name the option)."""
         if self.refusal is not None:
             raise self.refusal
         kind = op.standalone
@@ -91,14 +93,14 @@ class Calls(Generic[F]):
         self.check_open()
         return self.shared(Hosted, (fn, args), what)
 
-    def connect(self, timeout: Optional[float]) -> Any:
+    def connect(self, timeout: Any) -> Any:
         """A worker opens its connection now (or checks the one it has); what
         ``connect()`` gives: None, or the real error (rejected, unreachable)."""
         self.check_open()
         return self.shared(Connect, (), CONNECT, timeout=timeout)
 
     def shared(self, kind: type[Job], fields: tuple[Any, ...], what: What, *,
-               timeout: Optional[float] = None, statement_timeout: Optional[float] = None,
+               timeout: Any = None, statement_timeout: Any = None,
                tx: Optional[TxRecord] = None, give: Optional[Callable[..., Any]] = None) -> Any:
         """Queue a job of ``kind`` (its own ``fields`` after the four every job has) for a
         free worker, with the Database's limits or the call's own (``timeout``,
