@@ -354,7 +354,8 @@ class Session:
         """A caller's statement outside any transaction (a ``Statement`` job):
         ``standalone`` with the op's arguments passed as they are. Gathered into a
         tuple and spread again, as ``standalone`` must for any op, they cost the
-        common call a tenth of adb's own instructions on a compiled build."""
+        common call about a twentieth of adb's own instructions on a compiled build
+        (docs/performance.md, "The caller's side compiled")."""
         conn = self.connection()
         if not self._driver.autocommit:
             return self.atomic(op, sql, params, row_factory)
