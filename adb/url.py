@@ -29,9 +29,9 @@ from .target import Family, Target, credentials_unclear, mask_credentials
 #: the port a host of a multi-host URL gets when none is written
 DEFAULT_PORTS = {Family.POSTGRESQL: 5432, Family.MYSQL: 3306}
 
-#: a ``%`` that does not start a ``%XX`` escape, which libpq refuses in a URI (its
-#: error quoting the text around it)
-_BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
+#: a ``%`` that does not start a ``%XX`` escape, or that escapes a NUL byte, which libpq
+#: refuses in a URI (its error quoting the text around it)
+_BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})|%00")
 
 
 def _userinfo(url: str) -> str:

@@ -104,10 +104,16 @@ INTEGERS = ("port", "connect_timeout", "keepalives", "keepalives_idle", "keepali
             "keepalives_count", "tcp_user_timeout")
 
 
-def check_values(kwargs: dict[str, Any]) -> None:
+def check_values(kwargs: dict[str, Any], dsn: str = "") -> None:
     """InterfaceError, naming the option and the value, for a value libpq refuses
     at connect time: a choice outside its list, an integer that is not one (a port
-    may be a comma-separated list, one per host)."""
+    may be a comma-separated list, one per host); and, naming only the option, a
+    NUL character, which no libpq string can hold (psycopg2 fails every connect
+    with a ValueError, as if the server were away; psycopg would cut the value short)."""
+    for key, value in (*kwargs.items(), ("dsn", dsn)):
+        if isinstance(value, str) and "\0" in value:
+            raise InterfaceError(f"the PostgreSQL connection option {key}= holds a NUL "
+                                 "character, which libpq cannot take")
     for key, allowed in CHOICES.items():
         if key in kwargs and str(kwargs[key]) not in allowed:
             raise InterfaceError(f"PostgreSQL {key}={kwargs[key]!r} is not one of "
@@ -116,6 +122,26 @@ def check_values(kwargs: dict[str, Any]) -> None:
         if key in kwargs and not all(part.strip().lstrip("-").isdigit()
                                      for part in str(kwargs[key]).split(",")):
             raise InterfaceError(f"PostgreSQL {key}={kwargs[key]!r} is not an integer")
+
+
+def parse_error(exc: BaseException, kwargs: dict[str, Any], dsn: str) -> InterfaceError:
+    """The error for connect arguments libpq cannot parse. libpq's message quotes the
+    text it refused, which can be any part of the DSN, the password too (a raw ``%00``
+    in a URI's password: ``forbidden value %00 in percent-encoded value: "..."``), so
+    where the arguments hold a password, what the message quotes is masked."""
+    message = " ".join(str(exc).split())
+    if _may_hold_password(kwargs, dsn):
+        first, last = message.find('"'), message.rfind('"')
+        if first >= 0:
+            message = message[:first] + '"***"' + (message[last + 1:] if last > first else "")
+    return InterfaceError(f"bad PostgreSQL connection option: {message}")
+
+
+def _may_hold_password(kwargs: dict[str, Any], dsn: str) -> bool:
+    """Could these connect arguments hold a password: a password keyword, a DSN
+    naming one, or a URI with credentials?"""
+    return (any("password" in str(key) for key in kwargs) or "password" in dsn.lower()
+            or ("://" in dsn and "@" in dsn))
 
 
 def with_defaults(kwargs: dict[str, Any], dsn: str = "") -> dict[str, Any]:

@@ -94,14 +94,16 @@ class PsycopgDriver(Driver):
         elif self.pooler is Pooler.TRANSACTION:
             kwargs["prepare_threshold"] = None  # a prepared statement lives in one server session
         dsn = str(self.connect_args[0]) if self.connect_args else ""
-        _libpq.check_values(kwargs)
+        _libpq.check_values(kwargs, dsn)
         _libpq.with_defaults(kwargs, dsn)
         options = {k: v for k, v in kwargs.items() if k not in _PSYCOPG_KEYS}
         try:
             make_conninfo(dsn, **options)
         except self.dbapi.ProgrammingError as exc:
-            raise InterfaceError(f"bad PostgreSQL connection option: {exc}") from None
-        return kwargs
+            error = _libpq.parse_error(exc, options, dsn)
+        else:
+            return kwargs
+        raise error  # outside the except: libpq's message, which may quote it, is no context
 
     rejection = staticmethod(_libpq.rejection)
 

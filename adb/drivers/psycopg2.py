@@ -103,14 +103,16 @@ class Psycopg2Driver(Driver):
         from psycopg2.extensions import make_dsn
         if self.pooler is not None:
             _cancel_functions()  # InterfaceError now, not a cancel that cannot be sent later
-        _libpq.check_values(kwargs)
-        _libpq.with_defaults(kwargs, str(self.connect_args[0]) if self.connect_args else "")
+        dsn = str(self.connect_args[0]) if self.connect_args else ""
+        _libpq.check_values(kwargs, dsn)
+        _libpq.with_defaults(kwargs, dsn)
         try:
             make_dsn(*self.connect_args[:1], **kwargs)
         except self.dbapi.ProgrammingError as exc:
-            message = str(exc).strip()
-            raise InterfaceError(f"bad PostgreSQL connection option: {message}") from None
-        return kwargs
+            error = _libpq.parse_error(exc, kwargs, dsn or str(kwargs.get("dsn", "")))
+        else:
+            return kwargs
+        raise error  # outside the except: libpq's message, which may quote it, is no context
 
     rejection = staticmethod(_libpq.rejection)
 

@@ -181,6 +181,23 @@ async def test_a_bad_option_value_fails_at_construction(front, url, option):
         FRONTS[front](url)
 
 
+@pytest.mark.parametrize("options", [
+    {"url": "postgresql://root:se%00cret@127.0.0.1/test"},
+    {"url": "postgresql+psycopg://root:se%00cret@127.0.0.1/test"},
+    {"url": "postgresql://root@127.0.0.1/test", "password": "se\0cret"},
+    {"url": "postgresql+psycopg://root@127.0.0.1/test", "application_name": "a\0b"},
+])
+async def test_a_nul_character_for_libpq_fails_at_construction_naming_the_option(front, options):
+    """libpq's strings end at a NUL: psycopg2 failed every connect with a ValueError (the
+    pool took it for a server away, and retried for good), psycopg cut the value short."""
+    options = dict(options)
+    url = options.pop("url")
+    with pytest.raises(InterfaceError, match="holds a NUL character") as caught:
+        FRONTS[front](url, **options)
+    assert "cret" not in str(caught.value) and "a\0b" not in str(caught.value)
+    assert next(iter(options), "password") + "=" in str(caught.value)
+
+
 async def test_a_bad_port_keyword_fails_at_construction(front):
     for url in ("postgresql://root@127.0.0.1/test", "postgresql+psycopg://root@127.0.0.1/test",
                 "mysql://root@127.0.0.1/test"):
