@@ -368,10 +368,7 @@ def pytest_pycollect_makeitem(collector, name, obj):
 SHARED_PROCESS = {
     # the standby, the Galera nodes and the pgbouncers listen on fixed ports
     "tests/topologies/": "fixed ports",
-    # each builds or installs the checkout itself (its build/ and egg-info)
-    "tests/project/test_packaging.py": "builds the checkout",
-    "tests/project/test_compiled.py": "builds the checkout",
-    "tests/adbapi/test_adbapi_apps.py": "builds the checkout",
+    # (the build tests each build a copy of the checkout: tests/project/checkout.py)
     # Twisted's own adbapi suite: one table named "simple" for every driver's class
     "tests/adbapi/test_twisted_adbapi.py": "twisted's table",
     # the benchmarks' tables have fixed names (adb_bench_insert, adb_bench_world, ...)

@@ -21,13 +21,16 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 import build_backend  # noqa: E402
 
+from .checkout import source_copy  # noqa: E402
+
 pytestmark = pytest.mark.timeout(900)
 
 
 def build(tmp_path: pathlib.Path, compile_: str) -> subprocess.CompletedProcess[str]:
+    """Build a wheel of a copy of the checkout into ``tmp_path``."""
     return subprocess.run(
         [sys.executable, "-m", "build", "--wheel", "--outdir",
-         str(tmp_path), str(ROOT)],
+         str(tmp_path), str(source_copy(tmp_path / "source"))],
         env={**os.environ, build_backend.ENV: compile_}, capture_output=True, text=True,
         timeout=800)
 

@@ -28,6 +28,8 @@ import pytest
 
 import adb
 
+from .checkout import source_copy
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 NAME = f"adb_async-{adb.__version__}"
 #: the repository's packages and where the wheel puts them
@@ -67,8 +69,10 @@ def run(*argv: object, timeout: float = 600, **kwargs) -> subprocess.CompletedPr
 def dists(tmp_path_factory) -> dict[str, pathlib.Path]:
     """The sdist and the wheel built from it, as ``python -m build`` makes them."""
     out = tmp_path_factory.mktemp("dist")
+    source = source_copy(tmp_path_factory.mktemp("checkout") / "source")
     # the pure wheel (the compiled one is tests/project/test_compiled.py's and .ci/compiled's)
-    run(sys.executable, "-m", "build", "--outdir", out, ROOT, env={**os.environ, "ADB_COMPILE": "0"})
+    run(sys.executable, "-m", "build", "--outdir", out, source,
+        env={**os.environ, "ADB_COMPILE": "0"})
     return {"sdist": out / f"{NAME}.tar.gz", "wheel": out / f"{NAME}-py3-none-any.whl"}
 
 
