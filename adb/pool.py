@@ -282,7 +282,7 @@ class Pool:
         """One connect (two with ``retry``: one failure may be a fluke); a rejection
         (``Driver.rejection``) is raised as ConnectionRejected at once."""
         while True:
-            unencodable = None
+            unencodable = unchained = None
             try:
                 return self.driver.connect()
             except ConnectionRejected as exc:  # on_connect raised (adb.options.OnConnect)
@@ -293,13 +293,21 @@ class Pool:
             except Exception as exc:
                 reason = self.driver.rejection(exc)
                 if reason is not None:
-                    raise ConnectionRejected(
+                    rejected = ConnectionRejected(
                         f"{self.name!r}: {self.driver.target} rejected the connection: "
-                        f"{reason}", reason) from exc
-                if not retry:
+                        f"{reason}", reason)
+                    cause = self.driver.rejection_cause(exc)
+                    if cause is not None:
+                        raise rejected from cause
+                    unchained = rejected
+                elif not retry:
                     raise
                 retry = False
-            if unencodable is not None:  # raised here, not chained to the driver's error
+            # raised here, outside the except: not chained to the driver's error, nor
+            # its context
+            if unchained is not None:
+                raise unchained
+            if unencodable is not None:
                 reason = (f"{self.driver.name} cannot encode a connect argument (user, password, "
                           f"database...) as {unencodable}")
                 raise ConnectionRejected(f"{self.name!r}: {self.driver.target}: {reason}", reason)

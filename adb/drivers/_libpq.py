@@ -81,9 +81,33 @@ def probe(kwargs: dict[str, Any], timeout: float) -> bool:
                if p.strip().isdigit())
 
 
+#: what libpq's messages about connect arguments it cannot parse say: each quotes the
+#: text it refused, which can be any part of the connection string, the password too
+UNPARSABLE = ("connection info string", "percent-encoded", " in uri", "uri query parameter",
+              "unexpected spaces found", "invalid connection option", "invalid dsn")
+
+
+def unparsable(exc: BaseException) -> bool:
+    """Is ``exc`` libpq's refusal of connect arguments it cannot parse?"""
+    lowered = str(exc).lower()
+    return any(fragment in lowered for fragment in UNPARSABLE)
+
+
+def masked(message: str) -> str:
+    """libpq's ``message`` with what it quotes (from its first ``"`` to its last)
+    as ``"***"``."""
+    first, last = message.find('"'), message.rfind('"')
+    if first < 0:
+        return message
+    return message[:first] + '"***"' + (message[last + 1:] if last > first else "")
+
+
 def rejection(exc: BaseException) -> Optional[str]:
-    """``Driver.rejection`` for libpq: the cause, read from libpq's message."""
+    """``Driver.rejection`` for libpq: the cause, read from libpq's message (what it
+    quotes masked, for connect arguments it cannot parse)."""
     message = " ".join(str(exc).split())
+    if unparsable(exc):
+        return f"libpq cannot parse the connect arguments ({masked(message)})"
     lowered = message.lower()
     for fragment, cause in REJECTIONS:
         if fragment in lowered:
@@ -131,10 +155,14 @@ def parse_error(exc: BaseException, kwargs: dict[str, Any], dsn: str) -> Interfa
     where the arguments hold a password, what the message quotes is masked."""
     message = " ".join(str(exc).split())
     if _may_hold_password(kwargs, dsn):
-        first, last = message.find('"'), message.rfind('"')
-        if first >= 0:
-            message = message[:first] + '"***"' + (message[last + 1:] if last > first else "")
+        message = masked(message)
     return InterfaceError(f"bad PostgreSQL connection option: {message}")
+
+
+def rejection_cause(exc: BaseException) -> Optional[BaseException]:
+    """``Driver.rejection_cause`` for libpq: none for arguments it cannot parse,
+    whose message may quote the password."""
+    return None if unparsable(exc) else exc
 
 
 def _may_hold_password(kwargs: dict[str, Any], dsn: str) -> bool:

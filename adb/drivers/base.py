@@ -275,6 +275,12 @@ class Driver:
         be reachable now (adb then backs off and tries again)."""
         return None
 
+    def rejection_cause(self, exc: BaseException) -> Optional[BaseException]:
+        """The error a rejection (``rejection``) is chained to: ``exc``, or None where
+        its message may quote a secret (libpq's quotes the text of a connection
+        string it cannot parse, which can be the password)."""
+        return exc
+
     def is_disconnect(self, exc: BaseException, conn: Connection) -> bool:
         """True when ``exc`` means ``conn`` is unusable and must be replaced."""
         return False

@@ -115,6 +115,7 @@ class Psycopg2Driver(Driver):
         raise error  # outside the except: libpq's message, which may quote it, is no context
 
     rejection = staticmethod(_libpq.rejection)
+    rejection_cause = staticmethod(_libpq.rejection_cause)
 
     def probe(self, timeout: float) -> bool:
         return _libpq.probe(self.connect_kwargs, timeout)
