@@ -102,12 +102,15 @@ def masked(message: str) -> str:
     return message[:first] + '"***"' + (message[last + 1:] if last > first else "")
 
 
-def rejection(exc: BaseException) -> Optional[str]:
-    """``Driver.rejection`` for libpq: the cause, read from libpq's message (what it
-    quotes masked, for connect arguments it cannot parse)."""
+def rejection(exc: BaseException, kwargs: dict[str, Any], args: Sequence[Any]) -> Optional[str]:
+    """``Driver.rejection`` for libpq, whose connect arguments are ``args`` and
+    ``kwargs``: the cause, read from libpq's message (for arguments it cannot parse,
+    what it quotes masked where they may hold a password)."""
     message = " ".join(str(exc).split())
     if unparsable(exc):
-        return f"libpq cannot parse the connect arguments ({masked(message)})"
+        dsn = str(args[0]) if args else str(kwargs.get("dsn", ""))
+        shown = masked(message) if _may_hold_password(kwargs, dsn) else message
+        return f"libpq cannot parse the connect arguments ({shown})"
     lowered = message.lower()
     for fragment, cause in REJECTIONS:
         if fragment in lowered:

@@ -114,7 +114,9 @@ class Psycopg2Driver(Driver):
             return kwargs
         raise error  # outside the except: libpq's message, which may quote it, is no context
 
-    rejection = staticmethod(_libpq.rejection)
+    def rejection(self, exc: BaseException) -> Optional[str]:
+        return _libpq.rejection(exc, self.connect_kwargs, self.connect_args)
+
     rejection_cause = staticmethod(_libpq.rejection_cause)
 
     def probe(self, timeout: float) -> bool:

@@ -84,6 +84,19 @@ class SecretsTests:
                 case.assertNotIn(word, shown, dsn)
 
 
+    @defer.inlineCallbacks
+    def test_without_a_password_libpq_s_message_is_shown_whole(self) -> Any:
+        case: Any = self
+        pool = adb.twisted.ConnectionPool(self.driver, "host=127.0.0.1 port=1 no_such_opt=1",
+                                          cp_min=1, cp_max=1)
+        pool.start()
+        try:
+            failure = yield case.assertFailure(pool.runQuery("select 1"), ConnectionRejected)
+        finally:
+            pool.close()
+        case.assertIn('"no_such_opt"', str(failure))
+
+
 class Psycopg2SecretsTests(SecretsTests, unittest.TestCase):
     driver = "psycopg2"
 
