@@ -94,14 +94,25 @@ _PAIR = re.compile(r"(\w+)\s*=\s*('(?:[^'\\]|\\.)*'|\S*)")
 _SHOWN = ("host", "hostaddr", "port", "user", "dbname", "password")
 
 
+#: what begins a URI: a scheme and ``://`` (a libpq ``key=value`` string begins with a
+#: key, and may hold ``://`` only inside a value: a password)
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def is_uri(dsn: str) -> bool:
+    """Is the connection string ``dsn`` a URI (``postgresql://...``), not libpq's
+    ``key=value`` form?"""
+    return _SCHEME.match(dsn) is not None
+
+
 def libpq_fields(dsn: str) -> dict[str, str]:
     """What ``describe`` shows of a libpq connection string, in its ``key=value``
     form or its ``postgresql://`` URI form: host, port, user, dbname, and
     ``password`` as ``***`` where one is given (never its value)."""
     fields: dict[str, str] = {}
-    if "://" in dsn and credentials_unclear(dsn):
+    if is_uri(dsn) and credentials_unclear(dsn):
         fields.update(host=hosts_after_credentials(dsn), password="***")
-    elif "://" in dsn:
+    elif is_uri(dsn):
         parts = urlsplit(dsn)
         userinfo, _, hosts = parts.netloc.rpartition("@")
         user, colon, _ = userinfo.partition(":")
@@ -160,5 +171,5 @@ def hosts_after_credentials(url: str) -> str:
     return unquote(host)
 
 
-__all__ = ["Family", "Target", "credentials_unclear", "hosts_after_credentials",
+__all__ = ["Family", "Target", "credentials_unclear", "hosts_after_credentials", "is_uri",
            "libpq_fields", "mask_credentials"]

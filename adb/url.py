@@ -24,7 +24,7 @@ from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 
 from . import drivers
 from .errors import InterfaceError
-from .target import Family, Target, credentials_unclear, mask_credentials
+from .target import Family, Target, credentials_unclear, is_uri, mask_credentials
 
 #: the port a host of a multi-host URL gets when none is written
 DEFAULT_PORTS = {Family.POSTGRESQL: 5432, Family.MYSQL: 3306}
@@ -46,7 +46,7 @@ def target_for(driver: str, kwargs: Optional[dict[str, Any]] = None,
     ``connect()`` arguments given, its family and URL scheme as the registry says."""
     name = drivers.canonical(driver)
     for dsn in (*args[:1], (kwargs or {}).get("dsn")):
-        if isinstance(dsn, str) and "://" in dsn and (
+        if isinstance(dsn, str) and is_uri(dsn) and (
                 credentials_unclear(dsn) or _BAD_ESCAPE.search(_userinfo(dsn))
                 or "@" in _userinfo(dsn)):  # libpq's host part begins at the first '@'
             raise unclear_credentials(dsn)  # libpq would misread it, quoting the password

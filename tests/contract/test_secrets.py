@@ -190,6 +190,9 @@ def libpq_quoted(password: str) -> str:
        port=st.sampled_from([CLOSED, 99999]))
 # a CI run's find: libpq refused the raw %00 quoting the password (psycopg2's parse error)
 @example(password="é%00", form="uri-raw", port=CLOSED)
+# and a key=value string with '://' in its password, described as if it were a URI
+@example(password="0000://Æ", form="keywords", port=CLOSED)
+@example(password="a://b@cÆd", form="keywords", port=CLOSED)
 def test_libpq_dsn(records, password, form, port):
     """``dsn=`` as libpq's ``key=value`` string and as its ``postgresql://`` URI,
     that with the password percent-encoded and raw."""
