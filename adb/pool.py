@@ -282,14 +282,18 @@ class Pool:
         """One connect (two with ``retry``: one failure may be a fluke); a rejection
         (``Driver.rejection``) is raised as ConnectionRejected at once."""
         while True:
-            unencodable = unchained = None
+            unchained: Optional[ConnectionRejected] = None
             try:
                 return self.driver.connect()
             except ConnectionRejected as exc:  # on_connect raised (adb.options.OnConnect)
                 raise ConnectionRejected(f"{self.name!r}: {exc} (a new connection to "
                                          f"{self.driver.target})", exc.reason) from exc.__cause__
             except UnicodeError as exc:  # its message and args hold the text: a secret, maybe
-                unencodable = str(getattr(exc, "encoding", "its encoding"))
+                unencodable = (f"{self.driver.name} cannot encode a connect argument (user, "
+                               f"password, database...) as "
+                               f"{getattr(exc, 'encoding', 'its encoding')}")
+                unchained = ConnectionRejected(
+                    f"{self.name!r}: {self.driver.target}: {unencodable}", unencodable)
             except Exception as exc:
                 reason = self.driver.rejection(exc)
                 if reason is not None:
@@ -307,10 +311,6 @@ class Pool:
             # its context
             if unchained is not None:
                 raise unchained
-            if unencodable is not None:
-                reason = (f"{self.driver.name} cannot encode a connect argument (user, password, "
-                          f"database...) as {unencodable}")
-                raise ConnectionRejected(f"{self.name!r}: {self.driver.target}: {reason}", reason)
 
     def warm_up_failed(self, index: int, error: BaseException) -> None:
         """Worker ``index`` could not connect before its first job (its thread): log

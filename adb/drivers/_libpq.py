@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import os
 import socket
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from ..errors import InterfaceError
 from .base import Driver, Pooler, ReplicaPosition, answers, readable
@@ -106,11 +106,9 @@ def rejection(exc: BaseException, kwargs: dict[str, Any], args: Sequence[Any]) -
     """``Driver.rejection`` for libpq, whose connect arguments are ``args`` and
     ``kwargs``: the cause, read from libpq's message (for arguments it cannot parse,
     what it quotes masked where they may hold a password)."""
-    message = " ".join(str(exc).split())
     if unparsable(exc):
-        dsn = str(args[0]) if args else str(kwargs.get("dsn", ""))
-        shown = masked(message) if _may_hold_password(kwargs, dsn) else message
-        return f"libpq cannot parse the connect arguments ({shown})"
+        return f"libpq cannot parse the connect arguments ({_refusal(exc, kwargs, args)})"
+    message = " ".join(str(exc).split())
     lowered = message.lower()
     for fragment, cause in REJECTIONS:
         if fragment in lowered:
@@ -151,15 +149,22 @@ def check_values(kwargs: dict[str, Any], dsn: str = "") -> None:
             raise InterfaceError(f"PostgreSQL {key}={kwargs[key]!r} is not an integer")
 
 
-def parse_error(exc: BaseException, kwargs: dict[str, Any], dsn: str) -> InterfaceError:
-    """The error for connect arguments libpq cannot parse. libpq's message quotes the
-    text it refused, which can be any part of the DSN, the password too (a raw ``%00``
-    in a URI's password: ``forbidden value %00 in percent-encoded value: "..."``), so
-    where the arguments hold a password, what the message quotes is masked."""
-    message = " ".join(str(exc).split())
-    if _may_hold_password(kwargs, dsn):
-        message = masked(message)
-    return InterfaceError(f"bad PostgreSQL connection option: {message}")
+def check_parses(parse: Callable[[], object], refusal: type[BaseException],
+                 kwargs: dict[str, Any], args: Sequence[Any]) -> None:
+    """Run the driver's libpq parse of its connect arguments (``parse``); its
+    ``refusal`` (the driver's ProgrammingError) becomes an InterfaceError with libpq's
+    message. That message quotes the text libpq refused, which can be any part of a
+    DSN, the password too (a raw ``%00`` in a URI's password: ``forbidden value %00 in
+    percent-encoded value: "..."``): so where the arguments may hold a password, what
+    it quotes is masked, and the error is raised outside the ``except``, so that
+    libpq's own message is not its context either."""
+    try:
+        parse()
+    except refusal as exc:
+        error = InterfaceError(f"bad PostgreSQL connection option: {_refusal(exc, kwargs, args)}")
+    else:
+        return
+    raise error
 
 
 def rejection_cause(exc: BaseException) -> Optional[BaseException]:
@@ -168,9 +173,17 @@ def rejection_cause(exc: BaseException) -> Optional[BaseException]:
     return None if unparsable(exc) else exc
 
 
-def _may_hold_password(kwargs: dict[str, Any], dsn: str) -> bool:
+def _refusal(exc: BaseException, kwargs: dict[str, Any], args: Sequence[Any]) -> str:
+    """libpq's refusal of the connect arguments ``args`` and ``kwargs``, on one line,
+    what it quotes masked where they may hold a password."""
+    message = " ".join(str(exc).split())
+    return masked(message) if _may_hold_password(kwargs, args) else message
+
+
+def _may_hold_password(kwargs: dict[str, Any], args: Sequence[Any]) -> bool:
     """Could these connect arguments hold a password: a password keyword, a DSN
-    naming one, or a URI with credentials?"""
+    (positional, or ``dsn=``) naming one, or a URI with credentials?"""
+    dsn = str(args[0]) if args else str(kwargs.get("dsn", ""))
     return (any("password" in str(key) for key in kwargs) or "password" in dsn.lower()
             or ("://" in dsn and "@" in dsn))
 

@@ -97,13 +97,9 @@ class PsycopgDriver(Driver):
         _libpq.check_values(kwargs, dsn)
         _libpq.with_defaults(kwargs, dsn)
         options = {k: v for k, v in kwargs.items() if k not in _PSYCOPG_KEYS}
-        try:
-            make_conninfo(dsn, **options)
-        except self.dbapi.ProgrammingError as exc:
-            error = _libpq.parse_error(exc, options, dsn)
-        else:
-            return kwargs
-        raise error  # outside the except: libpq's message, which may quote it, is no context
+        _libpq.check_parses(lambda: make_conninfo(dsn, **options),
+                            self.dbapi.ProgrammingError, options, self.connect_args)
+        return kwargs
 
     def rejection(self, exc: BaseException) -> Optional[str]:
         return _libpq.rejection(exc, self.connect_kwargs, self.connect_args)

@@ -106,13 +106,9 @@ class Psycopg2Driver(Driver):
         dsn = str(self.connect_args[0]) if self.connect_args else ""
         _libpq.check_values(kwargs, dsn)
         _libpq.with_defaults(kwargs, dsn)
-        try:
-            make_dsn(*self.connect_args[:1], **kwargs)
-        except self.dbapi.ProgrammingError as exc:
-            error = _libpq.parse_error(exc, kwargs, dsn or str(kwargs.get("dsn", "")))
-        else:
-            return kwargs
-        raise error  # outside the except: libpq's message, which may quote it, is no context
+        _libpq.check_parses(lambda: make_dsn(*self.connect_args[:1], **kwargs),
+                            self.dbapi.ProgrammingError, kwargs, self.connect_args)
+        return kwargs
 
     def rejection(self, exc: BaseException) -> Optional[str]:
         return _libpq.rejection(exc, self.connect_kwargs, self.connect_args)

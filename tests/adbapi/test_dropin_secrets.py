@@ -11,14 +11,15 @@ its chain and context, nor the ``adb`` logger shows any of the password.
 from __future__ import annotations
 
 import logging
-import traceback
-from typing import Any, Optional
+from typing import Any
 
 from twisted.internet import defer
 from twisted.trial import unittest
 
 import adb.twisted
 from adb.errors import ConnectionRejected
+
+from ..contract.test_secrets import Records, shown
 
 #: one word of the password libpq quotes back, and one it does not reach
 SECRET = "sé cret0wordX"
@@ -30,25 +31,6 @@ MALFORMED = [
     f"host=127.0.0.1 port=1 password={SECRET}=1",  # an option named after it
     f"host=127.0.0.1 port=1 password='{SECRET}",  # unterminated
 ]
-
-
-def chain(exc: Optional[BaseException]) -> str:
-    """The exception as a log or a person sees it: its traceback, and each link of its
-    cause and context chain, repr and args."""
-    text = "".join(traceback.format_exception(exc)) if exc is not None else ""
-    while exc is not None:
-        text += repr(exc) + repr(exc.args)
-        exc = exc.__cause__ or exc.__context__
-    return text
-
-
-class Records(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(logging.Formatter().format(record))
 
 
 class SecretsTests:
@@ -79,10 +61,9 @@ class SecretsTests:
             finally:
                 pool.close()
             case.assertIn("cannot parse the connect arguments", str(failure))
-            shown = chain(failure) + repr(pool) + "\n".join(self.records.lines)
+            text = shown(failure) + repr(pool) + "\n".join(self.records.lines)
             for word in SECRET.split():
-                case.assertNotIn(word, shown, dsn)
-
+                case.assertNotIn(word, text, dsn)
 
     @defer.inlineCallbacks
     def test_without_a_password_libpq_s_message_is_shown_whole(self) -> Any:
