@@ -3,7 +3,8 @@
 ``BatchedHandback`` serves front-ends with a loop thread (asyncio, Tornado,
 Twisted). A naive ``call_soon_threadsafe`` per result wakes the loop (a syscall)
 once per call. Here workers append to a deque and only the first appender after
-a drain schedules a wake-up; the loop thread then settles the whole batch.
+a drain schedules a wake-up; the loop thread then settles the batch, a turn's
+share at a time (below).
 
 Why no wake-up is lost: a worker appends *before* it reads the flag, and a
 drain clears the flag *before* it empties the deque. A worker that finds the
@@ -13,7 +14,8 @@ clears it after this append and so takes the item. Without the GIL
 popleft holds it (a per-object lock, PEP 703). If the worker's append takes it
 after the drain's last popleft, the drain's earlier ``_scheduled = False`` is
 visible to the worker once it holds that lock, so the worker signals; if before,
-that popleft takes the item.
+that popleft takes the item. A drain that stops at a turn's share leaves the rest
+to the loop's next turn, which it schedules itself: what it leaves needs no signal.
 
 Under saturation (``busy()`` true: every worker busy with standalone calls and
 more calls queued; ``Pool.saturated``) the loop
@@ -25,6 +27,17 @@ calls keep every worker busy meanwhile, so a millisecond's delay in delivery cos
 no throughput. The first drain that finds the pool no longer busy clears the flag
 before it empties the deque, exactly as above, and signalling resumes.
 
+One turn of the loop settles at most ``MOST_PER_TURN`` results; the rest wait for
+its next turn (``later(0, ...)``). Settling is cheap, but each settled future runs its
+caller on, and behind a web server that means writing an answer, after which the
+next request arrives. Settling all that came back at once (65 a drain, 229 at most,
+traced behind uvicorn at 256 connections) made each turn of the loop 10-20 ms long,
+and the loop's own I/O waits for the turn to end: uvloop accepts one new connection
+per turn, so 256 new connections took 2-3 s to be accepted. A few results per turn
+keep turns short (0.5-2 ms) and serve the loop's other work between them, the way a
+native driver's results arrive, one socket's read per turn
+(docs/performance.md, "The tail at 256 connections").
+
 ``DirectHandback`` serves a blocking front-end: there is no loop thread, so
 each result is settled at once in the worker thread (waking the one caller
 thread that waits for it).
@@ -32,11 +45,16 @@ thread that waits for it).
 
 from __future__ import annotations
 
+import sys
 from collections import deque
 from typing import Any, Callable, Optional, Protocol
 
 #: seconds between drains while the pool is saturated
 POLL_INTERVAL = 0.001
+#: results one turn of the loop settles; the rest are settled on its next turns
+MOST_PER_TURN = 4
+#: the limit where the hand-back has no way to schedule the next turn (no ``later``)
+_ALL = sys.maxsize
 
 #: ``settle(future, ok, value)``: give a future its value (``ok``) or exception
 Settle = Callable[[Any, bool, Any], None]
@@ -95,7 +113,9 @@ class BatchedHandback:
     ``settle(future, ok, value)`` runs on the loop thread for every result, and
     ``after()``, if given, once after each batch. With ``later(seconds, fn)`` (loop
     thread only: ``loop.call_later``, ``reactor.callLater``) and ``busy()``, the
-    loop drains on a timer instead of being woken while ``busy()`` holds.
+    loop drains on a timer instead of being woken while ``busy()`` holds; with
+    ``later``, one turn of the loop settles at most ``MOST_PER_TURN`` results and
+    ``later(0, ...)`` settles the rest on the next turns.
     """
 
     def __init__(self, schedule: Callable[[Callable[[], None]], Any], settle: Settle,
@@ -107,6 +127,8 @@ class BatchedHandback:
         self._scheduled = False
         self._polling = False
         self._timer: Any = None  # the pending saturation timer, while polling
+        self._rest: Any = None  # the next turn's settling of what a turn left
+        self._most = MOST_PER_TURN if later is not None else _ALL
         self._schedule = schedule
         self._settle = settle
         self._later = later
@@ -146,66 +168,78 @@ class BatchedHandback:
             self._scheduled = False
 
     def _drain(self) -> None:
-        """Settle every queued result (loop thread, on a worker's signal)."""
+        """Settle a turn's share of the queued results (loop thread, on a worker's signal)."""
         self.wakeups += 1
         if self._polling:  # a signal sent just before polling began: the timer owns the flag
-            self._settle_all()
+            self._settle_turn(self._most)
             return
         self._scheduled = False
-        self._settle_all()
+        self._settle_turn(self._most)
         if self._busy is not None and self._busy():
             self._polling = self._scheduled = True  # workers stop signalling from here
             self._timer = self._later(POLL_INTERVAL, self._poll)  # type: ignore[misc]
 
     def _poll(self) -> None:
-        """Settle every queued result (loop thread, on the saturation timer). A tick
-        that finds nothing to settle ends polling too: the pool is busy with calls
+        """Settle a turn's share of the queued results (loop thread, on the saturation
+        timer). A tick that finds the pool no longer saturated ends polling; so does one
+        that finds nothing to settle: the pool is busy with calls
         that are not coming back soon (cancelled ones, long statements)."""
         self.polls += 1
         self._timer = None
         if self._pending and self._busy():  # type: ignore[misc]
-            self._settle_all()
+            self._settle_turn(self._most)
             self._timer = self._later(POLL_INTERVAL, self._poll)  # type: ignore[misc]
-        else:
-            self.stop()
+        else:  # polling ends: the next result signals again
+            self._polling = self._scheduled = False
+            self._settle_turn(self._most)
 
-    def _settle_each(self) -> int:
-        """Settle every queued result; how many there were (a front-end's subclass may
-        settle its own futures here without a call each)."""
+    def _settle_each(self, most: int) -> int:
+        """Settle queued results, ``most`` at most; how many there were (a front-end's
+        subclass may settle its own futures here without a call each)."""
         popleft, settle = self._pending.popleft, self._settle
         count = 0
-        while True:
+        while count < most:
             try:
                 future, ok, value = popleft()
             except IndexError:
                 return count
             settle(future, ok, value)
             count += 1
+        return count
 
     def stop(self) -> None:
-        """End polling and settle whatever is queued (loop thread): at a tick that finds
-        the pool no longer saturated, and after the workers exited, so that no timer
-        outlives the pool."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        """End polling and settle whatever is queued, all of it (loop thread): after the
+        workers exited, so that no timer outlives the pool."""
+        for timer in (self._timer, self._rest):
+            if timer is not None:
+                timer.cancel()
+        self._timer = self._rest = None
         self._polling = self._scheduled = False
-        self._settle_all()
+        self._settle_turn(_ALL)
 
     def restart(self) -> None:
         """The loop changed (see ``Handback.restart``): forget the old loop's drain
-        and timer, which never run, and drain what waits on the new loop."""
-        self._timer = None
+        and timers, which never run, and drain what waits on the new loop."""
+        self._timer = self._rest = None
         self._polling = self._scheduled = False
-        self._settle_all()
+        self._settle_turn(_ALL)
 
-    def _settle_all(self) -> None:
-        count = self._settle_each()
+    def _settle_turn(self, most: int) -> None:
+        """Settle ``most`` queued results at most, and have the loop's next turn settle
+        the next share of what is left (loop thread)."""
+        count = self._settle_each(most)
         self.settled += count
         if count > self.largest_batch:
             self.largest_batch = count
+        if self._pending and self._rest is None and self._later is not None:
+            self._rest = self._later(0, self._next_turn)
         if self._after is not None:
             self._after()
+
+    def _next_turn(self) -> None:
+        """The loop's next turn: settle the next share (loop thread)."""
+        self._rest = None
+        self._settle_turn(self._most)
 
 
 class DirectHandback:
@@ -249,10 +283,10 @@ class FutureHandback(BatchedHandback):
     """The hand-back of asyncio futures: a drain settles each one in its own loop,
     as ``adb.asyncio.AsyncioFrontEnd.settle`` would, without a call per result."""
 
-    def _settle_each(self) -> int:
+    def _settle_each(self, most: int) -> int:
         popleft = self._pending.popleft
         count = 0
-        while True:
+        while count < most:
             try:
                 future, ok, value = popleft()
             except IndexError:
@@ -266,6 +300,7 @@ class FutureHandback(BatchedHandback):
                         future.set_exception(value)
                 except RuntimeError:  # its loop is closed: nobody is left to read it
                     pass
+        return count
 
 
 class WaiterHandback(DirectHandback):

@@ -6,7 +6,7 @@ import threading
 import pytest
 
 import adb
-from adb.handback import BatchedHandback
+from adb.handback import MOST_PER_TURN, POLL_INTERVAL, BatchedHandback
 
 from ..conftest import Target
 from ..gates import Gate
@@ -89,7 +89,8 @@ async def test_wait_for_room_waits_for_the_loop_to_deliver_what_the_workers_did(
     room = db.wait_for_room()
     assert not room.done()
     await asyncio.wait_for(room, 10)
-    assert all(call.done() for call in calls) and db._engine.handback.undelivered() == 0
+    # room means fewer than max_queued results wait: a turn of the loop delivered some
+    assert db._engine.handback.undelivered() < 10 and any(call.done() for call in calls)
     assert await asyncio.gather(*calls) == [[(1,)]] * 10
     await db.close()
 
@@ -115,6 +116,20 @@ class Cancellable:
         self.timers.remove(self.entry)
 
 
+def next_turns(rec: Timer) -> int:
+    """Run the hand-back's next turns (its ``later(0, ...)``) until none is left; how
+    many there were. Each settles one turn's share at most."""
+    turns = 0
+    while any(seconds == 0 for seconds, fn in rec.timers):
+        entry = next(entry for entry in rec.timers if entry[0] == 0)
+        rec.timers.remove(entry)
+        before = len(rec.settled)
+        entry[1]()
+        assert 0 < len(rec.settled) - before <= MOST_PER_TURN
+        turns += 1
+    return turns
+
+
 def test_saturated_pool_is_drained_by_timer_not_by_signals():
     rec = Timer()
     handback = BatchedHandback(rec.schedule, rec.settle, later=rec.later, busy=lambda: rec.busy)
@@ -124,8 +139,11 @@ def test_saturated_pool_is_drained_by_timer_not_by_signals():
     for i in range(100):
         handback(i, True, i)
     assert rec.scheduled == []  # no worker signals while polling
-    rec.timers.pop()[1]()
-    assert len(rec.settled) == 101 and len(rec.timers) == 1 and handback.polls == 1
+    rec.timers.pop()[1]()  # one tick: one turn's share, the rest on the loop's next turns
+    assert len(rec.settled) == 1 + MOST_PER_TURN and handback.polls == 1
+    assert sorted(seconds for seconds, fn in rec.timers) == [0, POLL_INTERVAL]
+    assert next_turns(rec) == -(-(100 - MOST_PER_TURN) // MOST_PER_TURN)
+    assert len(rec.settled) == 101 and [seconds for seconds, fn in rec.timers] == [POLL_INTERVAL]
     rec.busy = False
     handback("b", True, 2)
     rec.timers.pop()[1]()  # not busy any more: last timed drain, signalling resumes
@@ -134,6 +152,36 @@ def test_saturated_pool_is_drained_by_timer_not_by_signals():
     assert len(rec.scheduled) == 1
     rec.scheduled.pop()()
     assert rec.settled[-1][0] == "c" and handback.wakeups == 2 and rec.timers == []
+
+
+async def test_a_turn_of_the_loop_settles_a_share_and_serves_its_other_work_between():
+    """Ten results back at once are settled a few per turn of the loop, with the loop's
+    other work (here a callback that reschedules itself every turn, as a socket's read
+    would come) run between the shares: a web server's loop accepts and reads between
+    them instead of after all of them."""
+    from adb.asyncio import AsyncioFrontEnd, FutureHandback
+    loop = asyncio.get_running_loop()
+    handback = FutureHandback(loop.call_soon_threadsafe, AsyncioFrontEnd.settle, None,
+                              loop.call_later, lambda: False)
+    futures = [loop.create_future() for _ in range(10)]
+    seen: list[int] = []  # how many were settled, at each turn of the loop
+
+    def probe() -> None:
+        seen.append(sum(future.done() for future in futures))
+        if seen[-1] < len(futures):
+            loop.call_soon(probe)
+
+    for value, future in enumerate(futures):
+        handback(future, True, value)
+    loop.call_soon(probe)
+    assert await asyncio.gather(*futures) == list(range(10))
+    for _ in range(3):
+        await asyncio.sleep(0)
+    steps = [later - earlier for earlier, later in zip(seen, seen[1:])]
+    assert seen[-1] == 10 and max(steps) <= MOST_PER_TURN, seen
+    shares = [*range(MOST_PER_TURN, 10, MOST_PER_TURN), 10]  # 4, 8, 10: a turn each
+    assert sorted(set(seen)) == shares, seen
+    assert handback.largest_batch == MOST_PER_TURN
 
 
 def test_signal_sent_as_polling_began_settles_without_a_second_timer():
