@@ -27,14 +27,15 @@ calls keep every worker busy meanwhile, so a millisecond's delay in delivery cos
 no throughput. The first drain that finds the pool no longer busy clears the flag
 before it empties the deque, exactly as above, and signalling resumes.
 
-One turn of the loop settles at most ``MOST_PER_TURN`` results; the rest wait for
-its next turn (``later(0, ...)``). Settling is cheap, but each settled future runs its
+One drain settles at most ``MOST_PER_TURN`` results; the rest wait for the loop's
+next turn (``later(0, ...)``), which settles the next share (a signal's drain, the
+saturation timer's and the next turn's may meet in one turn, each with its share). Settling is cheap, but each settled future runs its
 caller on, and behind a web server that means writing an answer, after which the
 next request arrives. Settling all that came back at once (65 a drain, 229 at most,
-traced behind uvicorn at 256 connections) made each turn of the loop 10-20 ms long,
+traced behind uvicorn at 256 connections) made each turn of the loop 10-40 ms long,
 and the loop's own I/O waits for the turn to end: uvloop accepts one new connection
 per turn, so 256 new connections took 2-3 s to be accepted. A few results per turn
-keep turns short (0.5-2 ms) and serve the loop's other work between them, the way a
+keep turns short (2.5 ms at the median with 4, traced the same way) and serve the loop's other work between them, the way a
 native driver's results arrive, one socket's read per turn
 (docs/performance.md, "The tail at 256 connections").
 
@@ -51,7 +52,7 @@ from typing import Any, Callable, Optional, Protocol
 
 #: seconds between drains while the pool is saturated
 POLL_INTERVAL = 0.001
-#: results one turn of the loop settles; the rest are settled on its next turns
+#: results one drain settles; the rest are settled on the loop's next turns
 MOST_PER_TURN = 4
 #: the limit where the hand-back has no way to schedule the next turn (no ``later``)
 _ALL = sys.maxsize
@@ -114,8 +115,8 @@ class BatchedHandback:
     ``after()``, if given, once after each batch. With ``later(seconds, fn)`` (loop
     thread only: ``loop.call_later``, ``reactor.callLater``) and ``busy()``, the
     loop drains on a timer instead of being woken while ``busy()`` holds; with
-    ``later``, one turn of the loop settles at most ``MOST_PER_TURN`` results and
-    ``later(0, ...)`` settles the rest on the next turns.
+    ``later``, a drain settles at most ``MOST_PER_TURN`` results and ``later(0, ...)``
+    settles the rest on the loop's next turns.
     """
 
     def __init__(self, schedule: Callable[[Callable[[], None]], Any], settle: Settle,
