@@ -64,6 +64,13 @@ def wrk(url: str, connections: int, seconds: float, threads: int = 2) -> dict[st
                "non_2xx": int(_number(r"Non-2xx or 3xx responses:\s+(\d+)", out, 0)),
                "socket_errors": sum(int(n) for n in re.findall(
                    r"(?:connect|read|write|timeout) (\d+)", _line(r"Socket errors:.*", out)))}
+    figures.update(wrk_percentiles(out))
+    return figures
+
+
+def wrk_percentiles(out: str) -> dict[str, float]:
+    """p50 and p99 (ms) from what ``wrk --latency`` printed."""
+    figures = {}
     for pct in ("50", "99"):
         value, unit = _match(rf"^\s+{pct}%\s+([\d.]+)(us|ms|s)\s*$", out)
         figures[f"p{pct}_ms"] = float(value) * _UNITS[unit]

@@ -20,7 +20,10 @@ told by the load:
   recording loopback: a request was sent when its packet crossed the kernel, and
   answered when the server's first packet back on that connection did. wrk opens
   every connection at once, as in the web scenario's runs. Needs ``tcpdump`` and the
-  right to capture (root).
+  right to capture (root). What wrk itself reported (its p50 and p99) is kept beside
+  the capture's: where the two differ, the difference is wrk's own wait to read the
+  answers. The capture is not free: it slows loopback, and with it the burst of new
+  connections wrk opens (docs/performance.md, "The tail at 256 connections is the ramp").
 
 Both sides read the machine's monotonic clock (a packet's time, on the wall clock, is
 moved onto it), so each request splits into three stages:
@@ -182,8 +185,9 @@ def kernel_times(capture: bytes, port: int, offset: int) -> Sent:
     return out
 
 
-def _wrk_load(port: int, connections: int, seconds: float) -> Sent:
-    """wrk on ``port`` for ``seconds``, its requests named, loopback captured."""
+def _wrk_load(port: int, connections: int, seconds: float) -> tuple[Sent, dict[str, float]]:
+    """wrk on ``port`` for ``seconds``, its requests named, loopback captured; and what
+    wrk itself reported (p50 and p99, ms)."""
     for tool in ("wrk", "tcpdump"):
         if shutil.which(tool) is None:
             raise RuntimeError(f"--load wrk needs {tool} (apt-get install {tool})")
@@ -200,15 +204,16 @@ def _wrk_load(port: int, connections: int, seconds: float) -> Sent:
             dump.kill()
             raise RuntimeError(f"tcpdump did not start: {heard.strip()}")
         try:
-            subprocess.run(["wrk", "-t2", f"-c{connections}", f"-d{seconds:g}s", "-s", script,
-                            f"http://127.0.0.1:{port}/db"], check=True, capture_output=True)
+            args = ["wrk", "-t2", f"-c{connections}", f"-d{seconds:g}s", "--latency",
+                    "-s", script, f"http://127.0.0.1:{port}/db"]
+            said = subprocess.run(args, check=True, capture_output=True, text=True).stdout
             time.sleep(0.5)  # the last answers reach the capture
         finally:
             dump.send_signal(signal.SIGINT)
             dump.wait(timeout=30)
         offset = time.time_ns() - time.monotonic_ns()
         with open(capture, "rb") as packets:
-            return kernel_times(packets.read(), port, offset)
+            return kernel_times(packets.read(), port, offset), load.wrk_percentiles(said)
 
 
 def _stages(base: str) -> dict[int, tuple[int, int]]:
@@ -216,8 +221,16 @@ def _stages(base: str) -> dict[int, tuple[int, int]]:
         return {int(k): (v[0], v[1]) for k, v in json.loads(response.read()).items()}
 
 
+class Traced(NamedTuple):
+    """One system's traced requests, and what the load tool itself reported of them
+    (wrk's p50 and p99 in ms; empty for the tracer's own client)."""
+
+    requests: list[Request]
+    load_said: dict[str, float]
+
+
 def trace(system: str, url: str, loop: str, connections: int, seconds: float,
-          pool_size: int, using: str = "python") -> list[Request]:
+          pool_size: int, using: str = "python") -> Traced:
     """Start ``system``'s web server, warm it up, load it for ``seconds`` with the
     load ``using`` names (``LOADS``) and join the load's and the server's times of
     every request."""
@@ -229,16 +242,17 @@ def trace(system: str, url: str, loop: str, connections: int, seconds: float,
     with running(config, "/db?id=1") as base:
         uvloop.run(_python_load(port, connections, min(seconds, 3)))  # warm-up
         _stages(base)  # forgotten
+        said: dict[str, float] = {}
         if using == "wrk":
-            client = _wrk_load(port, connections, seconds)
+            client, said = _wrk_load(port, connections, seconds)
         else:
             client = uvloop.run(_python_load(port, connections, seconds))
         server_side = _stages(base)
     missing = set(client) - set(server_side)
     if missing:
         raise RuntimeError(f"{len(missing)} answered requests were not kept by the server")
-    return [Request(seen.sent, *server_side[seq], seen.answered, seen.connection, seen.nth)
-            for seq, seen in client.items()]
+    return Traced([Request(seen.sent, *server_side[seq], seen.answered, seen.connection,
+                           seen.nth) for seq, seen in client.items()], said)
 
 
 def _passed_by(requests: list[Request], slow: list[Request]) -> list[tuple[int, int]]:
@@ -332,9 +346,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     traced: dict[str, list[Request]] = {}
     results: dict[str, Any] = {}
     for system in args.systems:
-        traced[system] = trace(system, args.dburl, args.loop, args.connections,
-                               args.duration, args.pool_size, args.load)
+        traced[system], said = trace(system, args.dburl, args.loop, args.connections,
+                                     args.duration, args.pool_size, args.load)
         results[system] = summary(traced[system])
+        if said:
+            results[system]["wrk reported"] = said
         print(system, json.dumps(results[system], indent=2), flush=True)
     if args.json:
         with open(args.json, "w") as out:

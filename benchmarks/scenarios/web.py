@@ -7,7 +7,9 @@ group (``benchmarks/webserver.py``); wrk loads it with keep-alive: a 1 s primer,
 a warm-up at the highest concurrency, then each ``--connections`` level for
 ``--duration`` seconds. Sampled answers (``/db?id=N``, before and after the load)
 must be the right row; a run with any non-2xx answer or socket error, or a wrong
-sample, is an error, never a figure.
+sample, is an error, never a figure. Beside each level's requests/s and latency,
+the CPU each side spent per request: the web server's, the database server's on
+this machine, wrk's (``benchmarks.cpushare``; in the JSON).
 """
 
 from __future__ import annotations
@@ -23,13 +25,13 @@ from typing import Optional
 
 import adb.sync
 
-from .. import load, webroster
+from .. import cpushare, load, webroster
 from ..interpreters import THIS, Interpreter
 from ..report import Field, Summary, line_chart
 from ..sql import WEB_TABLE, placeholder
-from ..systems.common import Figures, Options
+from ..systems.common import Figures, Options, kind_of, parse_url
 from ..webapps import LOOPS, WORLD_ROWS
-from ..webroster import WebServer, free_port, running
+from ..webroster import WebServer, free_port, serving
 from .base import Progress, Scenario, WrongResult
 
 SAMPLES = 25
@@ -146,16 +148,23 @@ def launch(name: str, url: str, pool_size: int, options: Options,
     config = server.config(url, pool_size, int(options.get("processes", 1)), free_port(), loop)
     expected = _table(url)
     figures: Figures = {"processes": config["processes"]}
-    with running(config, "/db?id=1", python=python) as base:
+    with serving(config, "/db?id=1", python=python) as (base, pid):
         figures["loop"] = _serving_loop(base, server, loop)
         figures["sampled_ok"], figures["sampled_bad"] = _sample(base, expected)
         load.wrk(base + "/db", min(8, min(levels(options))), 1)  # primer
         load.wrk(base + "/db", max(levels(options)), min(duration, 3))  # warm-up
+        meter = cpushare.Meter(pid, _local_database(url)) if cpushare.available() else None
         for step, connections in enumerate(levels(options), 1):
+            if meter is not None:
+                meter.start()
             run = load.wrk(base + "/db", connections, duration)
             for key in ("requests_per_s", "p50_ms", "p99_ms", "non_2xx", "socket_errors"):
                 short = "rps" if key == "requests_per_s" else key
                 figures[f"{short}_c{connections}"] = run[key]
+            if meter is not None:
+                meter.stop()
+                for key, us in meter.per_request(run["requests"]).items():
+                    figures[f"{key}_c{connections}"] = round(us, 1)
             if progress:
                 progress(step)
         ok, bad = _sample(base, expected)
@@ -163,6 +172,16 @@ def launch(name: str, url: str, pool_size: int, options: Options,
     figures["sampled_bad"] += bad
     figures["seconds"] = duration * len(levels(options))
     return figures
+
+
+def _local_database(url: str) -> Optional[str]:
+    """The kind of the database server whose processes run on this machine for
+    ``url`` (its CPU is measured, ``benchmarks.cpushare``), or None: SQLite runs in
+    the web server, and a server elsewhere is not this machine's."""
+    kind = kind_of(url)
+    host = parse_url(url).kwargs.get("host", "")
+    local = not host or host.startswith("/") or host in ("127.0.0.1", "localhost", "::1")
+    return kind if kind in cpushare.DATABASE_PROCESSES and local else None
 
 
 def verify(url: str, rows: int, figures: Optional[Figures] = None) -> None:

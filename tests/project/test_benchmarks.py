@@ -342,6 +342,38 @@ def test_ab_compares_trees_in_child_processes(tmp_path):
         assert figures["submit_us"]["median"] > 0 and figures["rows_per_s"]["median"] > 0
 
 
+def test_the_cpu_meter_counts_each_side_and_no_database_it_cannot_see():
+    """``benchmarks.cpushare``: a server's process group and the load tool (a child
+    waited for) are counted apart, each with the CPU it spent while metered; the
+    database side only for a server on this machine."""
+    from benchmarks import cpushare
+    from benchmarks.scenarios import web
+    assert web._local_database("sqlite:///x.db") is None
+    assert web._local_database("postgresql://u@db.example.com/x") is None
+    assert web._local_database("postgresql://u@127.0.0.1/x") == "postgresql"
+    assert web._local_database("mysql://root@localhost/x") == "mysql"
+    work = "sum(range(10 ** 7))"
+    # the "server" works only between the meter's start and stop: it begins on a line
+    # sent after start, and waits, alive, for another once its work is done
+    script = f"input(); {work}; print(1, flush=True); input()"
+    server = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, start_new_session=True)
+    meter = cpushare.Meter(server.pid, None)
+    try:
+        meter.start()
+        server.stdin.write("go\n")
+        server.stdin.flush()
+        subprocess.run([sys.executable, "-c", work], check=True)  # the "load"
+        assert server.stdout.readline() == "1\n"
+        meter.stop()
+    finally:
+        server.communicate("\n", timeout=30)
+    assert meter.server > 0.02 and meter.load > 0.02 and meter.database == 0
+    shares = meter.per_request(1000)
+    assert set(shares) == {"cpu_server_us", "cpu_load_us"}  # no database of its own kind
+    assert shares["cpu_server_us"] == pytest.approx(meter.server * 1000)
+
+
 def _require_tool(tool):
     """Skip (under CI: fail) without the load tool, saying how to get it."""
     from benchmarks import load
@@ -372,6 +404,9 @@ def test_web_scenario_loads_every_server_and_checks_its_answers(kind, tmp_path):
         assert entry["errors"] == [], (name, entry["errors"])
         for c in (4, 16):
             assert entry[f"rps_c{c}"]["median"] > 0 and entry[f"p99_ms_c{c}"]["median"] > 0
+            # each side's CPU per request: the web server, the database server, wrk
+            for side in ("server", "db", "load"):
+                assert entry[f"cpu_{side}_us_c{c}"]["median"] > 0, (name, side, c)
         assert entry["sampled_ok"]["median"] == 2 * web.SAMPLES
     assert document["environment"]["tools"]["wrk"].startswith("wrk")
     used = {"tornado", "Twisted", "starlette", "uvicorn"} | (

@@ -1,0 +1,97 @@
+"""Whose CPU a level of web load took: the server's, the database server's, the load's.
+
+On a machine where the load, the web server and the database server share the
+cores, requests/s says how fast the three went together, not which of them spent
+what. ``Meter`` reads, around one load run, the CPU seconds (user + system, from
+``/proc``) of the web server's process group (every worker of a multi-process
+server), of the database server's processes on this machine (``DATABASE_PROCESSES``
+by the URL's kind; none for SQLite, which runs inside the web server), and of the
+load tool (this process's waited-for children). Divided by the requests served,
+they are each side's CPU per request: what the web scenario reports as
+``cpu_server_us``, ``cpu_db_us`` and ``cpu_load_us`` at each level.
+
+Linux only (``/proc``); elsewhere ``available()`` is False and nothing is read.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+from typing import Optional
+
+#: the process names of each kind's database server
+DATABASE_PROCESSES = {"postgresql": frozenset({"postgres"}),
+                      "mysql": frozenset({"mariadbd", "mysqld"})}
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def available() -> bool:
+    """True where processes' CPU times can be read (``/proc``)."""
+    return os.path.isdir("/proc/self/task")
+
+
+def _stat(pid: str) -> Optional[tuple[str, int, float]]:
+    """A process's name, process group and CPU seconds; None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            text = stat.read()
+    except OSError:
+        return None
+    name = text[text.index("(") + 1:text.rindex(")")]
+    fields = text[text.rindex(")") + 2:].split()
+    # after the name: state, ppid, pgrp, ... utime and stime are the 12th and 13th
+    return name, int(fields[2]), (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def _seconds(group: int, names: frozenset[str]) -> tuple[float, float]:
+    """CPU seconds of the processes in ``group``, and of those named ``names``."""
+    in_group = named = 0.0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        seen = _stat(pid)
+        if seen is None:
+            continue
+        name, pgrp, seconds = seen
+        if pgrp == group:
+            in_group += seconds
+        if name in names:
+            named += seconds
+    return in_group, named
+
+
+def _children_seconds() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+class Meter:
+    """CPU seconds spent between ``start()`` and ``stop()`` by the server's process
+    group ``group``, the database processes of ``kind`` (None: no database process)
+    and this process's children that ended meanwhile (the load tool)."""
+
+    def __init__(self, group: int, kind: Optional[str]) -> None:
+        self.group = group
+        self.names = DATABASE_PROCESSES.get(kind or "", frozenset())
+        self.server = self.database = self.load = 0.0
+
+    def start(self) -> None:
+        self._server, self._database = _seconds(self.group, self.names)
+        self._load = _children_seconds()
+
+    def stop(self) -> None:
+        server, database = _seconds(self.group, self.names)
+        self.server = server - self._server
+        # a database process that ended meanwhile takes its seconds with it: at least 0
+        self.database = max(0.0, database - self._database)
+        self.load = _children_seconds() - self._load
+
+    def per_request(self, requests: int) -> dict[str, float]:
+        """Microseconds per request of each side (no database side without one)."""
+        if requests <= 0:
+            return {}
+        us = 1e6 / requests
+        shares = {"cpu_server_us": self.server * us, "cpu_load_us": self.load * us}
+        if self.names:
+            shares["cpu_db_us"] = self.database * us
+        return shares
