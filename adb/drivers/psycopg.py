@@ -12,6 +12,11 @@ ends. ``runMany`` uses psycopg's ``executemany``, which pipelines the statements
 reaches the right backend through pgbouncer too, and the thread that sends it
 waits without holding the GIL.
 
+A statement with parameters runs as one blocking libpq call, which lets go of the
+GIL once, where psycopg's own ``execute`` lets go at every step and waits to take it
+back beside a busy event loop (``_psycopg_exec``: the cursor connections get unless
+``cursor_factory=`` names another; rows, errors and prepared statements as psycopg's).
+
 Through a transaction pooler (``Database(pooler="transaction")``) statements are
 never prepared (``prepare_threshold=None``, unless given): psycopg prepares a
 statement run ``prepare_threshold`` times on its connection, and the next
@@ -37,6 +42,7 @@ from ..errors import InterfaceError, add_note
 from ..sqltext import Path, without_terminator
 from ..target import Family
 from . import _libpq
+from ._psycopg_exec import blocking_cursor
 from .base import (ISOLATION_LEVELS, Connection, Cursor, Driver, DriverInfo, Pooler,
                    ReplicaPosition, hung_up)
 from .copy import BulkCopy
@@ -68,6 +74,10 @@ class PsycopgDriver(Driver):
         cursor = self.connect_kwargs.get("cursor_factory", self.dbapi.Cursor)
         # a pipeline binds server-side: psycopg's plain Cursor only
         self.pipelines = PsycopgPipelines(self) if cursor is self.dbapi.Cursor else None
+        #: the cursor connections get where none was asked for: a statement's one
+        #: blocking call (``_psycopg_exec``), or None (psycopg's own Cursor)
+        self.blocking_cursor = blocking_cursor(self.dbapi) \
+            if "cursor_factory" not in self.connect_kwargs else None
 
     @classmethod
     def keywords(cls, dbapi: Any) -> frozenset[str]:
@@ -113,7 +123,11 @@ class PsycopgDriver(Driver):
         return _libpq.replica_position(conn)
 
     def open(self) -> Connection:
-        conn = self.dbapi.connect(*self.connect_args, autocommit=True, **self.connect_kwargs)
+        if self.blocking_cursor is None:
+            conn = self.dbapi.connect(*self.connect_args, autocommit=True, **self.connect_kwargs)
+        else:
+            conn = self.dbapi.connect(*self.connect_args, autocommit=True,
+                                      cursor_factory=self.blocking_cursor, **self.connect_kwargs)
         with self._open_lock:
             self._open.add(conn)
         return conn
