@@ -23,7 +23,8 @@ told by the load:
   right to capture (root). What wrk itself reported (its p50 and p99) is kept beside
   the capture's: where the two differ, the difference is wrk's own wait to read the
   answers. The capture is not free: it slows loopback, and with it the burst of new
-  connections wrk opens (docs/performance.md, "The tail at 256 connections is the ramp").
+  connections wrk opens (docs/performance.md, "The limit against the ramp, on the
+  compiled wheel").
 
 Both sides read the machine's monotonic clock (a packet's time, on the wall clock, is
 moved onto it), so each request splits into three stages:

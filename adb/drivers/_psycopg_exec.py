@@ -17,7 +17,9 @@ parameters, checking the result into psycopg's errors, and setting the cursor's
 results, so rows, ``description``, ``rowcount`` and errors are what psycopg's own
 ``execute`` gives. A statement without parameters (which may hold several, in
 PostgreSQL's simple protocol), a ``binary=`` choice, a pipeline and a template
-string keep psycopg's own path.
+string keep psycopg's own path. A notification (``NOTIFY``) that arrives during the
+call waits in libpq's queue for psycopg's next read of that connection; adb listens on
+a connection of its own (``adb.listen``), which runs no such statement.
 
 It calls psycopg's cursor internals, as its own sync and async cursors share them;
 ``blocking_cursor(dbapi)`` checks that they are there, and where they are not the
