@@ -64,7 +64,7 @@ def _make(base: Any, statements: tuple[type, ...], no: Any, should: Any, fatal_e
           no_traceback: Any, error_from_result: Any) -> type:
     """The cursor class, made once per psycopg module (its names bound here)."""
 
-    class BlockingCursor(base):  # type: ignore[misc]
+    class BlockingCursor(base):  # type: ignore[misc,unused-ignore]
         """psycopg's ``Cursor``; a statement with parameters runs as one blocking call."""
 
         def execute(self, query: Any, params: Any = None, *, prepare: Optional[bool] = None,

@@ -6,6 +6,7 @@ connections get the cursor unless the application names its own."""
 import datetime
 import decimal
 import uuid
+from typing import Any
 
 import psycopg
 import pytest
@@ -17,7 +18,7 @@ from adb.drivers._psycopg_exec import blocking_cursor
 from ..conftest import psycopg_url, require_server
 
 #: statements with parameters, across the types psycopg binds
-STATEMENTS = [
+STATEMENTS: list[tuple[str, Any]] = [
     ("select %s::int + 1", (41,)),
     ("select %s, %s", ("text", None)),
     ("select %s::numeric * 2", (decimal.Decimal("1.25"),)),
@@ -33,13 +34,19 @@ STATEMENTS = [
     ("select %s", ("it's \\ ; -- not SQL",)),
 ]
 #: statements that fail: on the server, or in psycopg before anything is sent
-FAILING = [
+FAILING: list[tuple[str, Any]] = [
     ("select * from no_such_table where a = %s", (1,)),
     ("select 1 / %s", (0,)),
     ("select %s::int", ("not a number",)),
     ("select %s, %s", (1,)),
     ("select %(a)s", {"b": 1}),
 ]
+
+
+def _blocking() -> type:
+    made = blocking_cursor(psycopg)
+    assert made is not None
+    return made
 
 
 @pytest.fixture
@@ -71,7 +78,7 @@ def test_psycopg_has_what_the_blocking_execute_calls():
 
 @pytest.mark.parametrize("sql, params", STATEMENTS + FAILING)
 def test_a_statement_gives_what_psycopgs_own_execute_gives(conninfo, sql, params):
-    blocking = blocking_cursor(psycopg)
+    blocking = _blocking()
     with psycopg.connect(conninfo, autocommit=True) as conn:
         theirs = _run(psycopg.Cursor(conn), sql, params)
         ours = _run(blocking(conn), sql, params)
@@ -82,7 +89,7 @@ def test_a_statement_gives_what_psycopgs_own_execute_gives(conninfo, sql, params
 
 
 def test_rows_written_and_counted_as_psycopg_counts_them(conninfo):
-    blocking = blocking_cursor(psycopg)
+    blocking = _blocking()
     with psycopg.connect(conninfo, autocommit=True) as conn:
         conn.execute("create temp table written (a int primary key, b text)")
         outcomes = []
@@ -103,7 +110,7 @@ def test_rows_written_and_counted_as_psycopg_counts_them(conninfo):
 def test_psycopg_still_prepares_a_statement_run_often(conninfo):
     """``prepare_threshold`` decides, as on psycopg's own path: prepared on the server
     after that many runs, never with None."""
-    blocking = blocking_cursor(psycopg)
+    blocking = _blocking()
     sql = "select %s::int * 3"
     for threshold, prepared in ((2, 1), (None, 0)):
         with psycopg.connect(conninfo, autocommit=True, prepare_threshold=threshold,
@@ -117,7 +124,7 @@ def test_psycopg_still_prepares_a_statement_run_often(conninfo):
 
 
 def test_outside_autocommit_a_statement_begins_the_transaction(conninfo):
-    blocking = blocking_cursor(psycopg)
+    blocking = _blocking()
     with psycopg.connect(conninfo, cursor_factory=blocking) as conn:
         conn.execute("create temp table kept (a int)")
         conn.commit()

@@ -358,6 +358,7 @@ def test_the_cpu_meter_counts_each_side_and_no_database_it_cannot_see():
     script = f"input(); {work}; print(1, flush=True); input()"
     server = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True, start_new_session=True)
+    assert server.stdin is not None and server.stdout is not None
     meter = cpushare.Meter(server.pid, None)
     try:
         meter.start()
