@@ -31,9 +31,9 @@ from __future__ import annotations
 import importlib
 from typing import Any, Optional
 
-#: the cursor internals the blocking execute calls
+#: the cursor methods the blocking execute calls (and an instance's ``_pgconn``)
 _NEEDED = ("_start_query", "_convert_query", "_get_prepared", "_check_results",
-           "_set_results", "_pgconn")
+           "_set_results")
 _MADE: dict[Any, Optional[type]] = {}  # dbapi module -> its BlockingCursor (None: unavailable)
 
 
@@ -53,7 +53,7 @@ def blocking_cursor(dbapi: Any) -> Optional[type]:
         pass
     else:
         base = dbapi.Cursor
-        if all(hasattr(base, name) for name in _NEEDED[:-1]):
+        if all(hasattr(base, name) for name in _NEEDED):
             made = _make(base, (str, bytes, composable), prepare_enum.NO,
                          prepare_enum.SHOULD, fatal_error, no_traceback, error_from_result)
     _MADE[dbapi] = made

@@ -75,9 +75,10 @@ class PsycopgDriver(Driver):
         # a pipeline binds server-side: psycopg's plain Cursor only
         self.pipelines = PsycopgPipelines(self) if cursor is self.dbapi.Cursor else None
         #: the cursor connections get where none was asked for: a statement's one
-        #: blocking call (``_psycopg_exec``), or None (psycopg's own Cursor)
-        self.blocking_cursor = blocking_cursor(self.dbapi) \
-            if "cursor_factory" not in self.connect_kwargs else None
+        #: blocking call (``_psycopg_exec``); empty where psycopg's own Cursor serves
+        blocking = None if "cursor_factory" in self.connect_kwargs \
+            else blocking_cursor(self.dbapi)
+        self._cursor_factory = {} if blocking is None else {"cursor_factory": blocking}
 
     @classmethod
     def keywords(cls, dbapi: Any) -> frozenset[str]:
@@ -123,11 +124,8 @@ class PsycopgDriver(Driver):
         return _libpq.replica_position(conn)
 
     def open(self) -> Connection:
-        if self.blocking_cursor is None:
-            conn = self.dbapi.connect(*self.connect_args, autocommit=True, **self.connect_kwargs)
-        else:
-            conn = self.dbapi.connect(*self.connect_args, autocommit=True,
-                                      cursor_factory=self.blocking_cursor, **self.connect_kwargs)
+        conn = self.dbapi.connect(*self.connect_args, autocommit=True, **self._cursor_factory,
+                                  **self.connect_kwargs)
         with self._open_lock:
             self._open.add(conn)
         return conn
