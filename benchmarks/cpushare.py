@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import resource
-from typing import Optional
+from typing import NamedTuple, Optional
 
 #: the process names of each kind's database server
 DATABASE_PROCESSES = {"postgresql": frozenset({"postgres"}),
@@ -30,17 +30,27 @@ def available() -> bool:
     return os.path.isdir("/proc/self/task")
 
 
-def _stat(pid: str) -> Optional[tuple[str, int, float]]:
-    """A process's name, process group and CPU seconds; None if it is gone."""
+class Stat(NamedTuple):
+    """What one ``/proc`` stat file says of its process or thread."""
+
+    name: str
+    group: int  # the process group
+    user: float  # CPU seconds so far
+    system: float
+
+
+def read_stat(path: str) -> Optional[Stat]:
+    """A process's (``/proc/PID/stat``) or a thread's (``/proc/PID/task/TID/stat``)
+    stat file; None if it ended meanwhile."""
     try:
-        with open(f"/proc/{pid}/stat") as stat:
+        with open(path) as stat:
             text = stat.read()
     except OSError:
         return None
     name = text[text.index("(") + 1:text.rindex(")")]
     fields = text[text.rindex(")") + 2:].split()
     # after the name: state, ppid, pgrp, ... utime and stime are the 12th and 13th
-    return name, int(fields[2]), (int(fields[11]) + int(fields[12])) / _TICK
+    return Stat(name, int(fields[2]), int(fields[11]) / _TICK, int(fields[12]) / _TICK)
 
 
 def _seconds(group: int, names: frozenset[str]) -> tuple[float, float]:
@@ -49,13 +59,13 @@ def _seconds(group: int, names: frozenset[str]) -> tuple[float, float]:
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
-        seen = _stat(pid)
+        seen = read_stat(f"/proc/{pid}/stat")
         if seen is None:
             continue
-        name, pgrp, seconds = seen
-        if pgrp == group:
+        seconds = seen.user + seen.system
+        if seen.group == group:
             in_group += seconds
-        if name in names:
+        if seen.name in names:
             named += seconds
     return in_group, named
 

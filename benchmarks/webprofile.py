@@ -58,7 +58,7 @@ from typing import Any
 
 import adb.sync
 
-from . import cli, load
+from . import cli, cpushare, load
 from .scenarios import web
 from .sql import WEB_TABLE
 from .webapps import LOOPS, WORLD_ROWS
@@ -215,17 +215,14 @@ def _short(frame: str) -> str:
 def cpu_seconds(pid: int) -> dict[str, tuple[float, float]]:
     """User and system CPU seconds so far of process ``pid``'s main thread and of
     its other threads (``/proc/PID/task/*/stat``: utime, stime)."""
-    tick = os.sysconf("SC_CLK_TCK")
     cpu = {"main": [0.0, 0.0], "others": [0.0, 0.0]}
     for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/stat") as stat:
-                fields = stat.read().rpartition(")")[2].split()
-        except FileNotFoundError:  # the thread ended meanwhile
+        seen = cpushare.read_stat(f"/proc/{pid}/task/{tid}/stat")
+        if seen is None:  # the thread ended meanwhile
             continue
         group = cpu["main" if int(tid) == pid else "others"]
-        group[0] += int(fields[11]) / tick
-        group[1] += int(fields[12]) / tick
+        group[0] += seen.user
+        group[1] += seen.system
     return {group: (user, system) for group, (user, system) in cpu.items()}
 
 
