@@ -29,14 +29,15 @@ before it empties the deque, exactly as above, and signalling resumes.
 
 One drain settles at most ``MOST_PER_TURN`` results; the rest wait for the loop's
 next turn (``later(0, ...)``), which settles the next share (a signal's drain, the
-saturation timer's and the next turn's may meet in one turn, each with its share). Settling is cheap, but each settled future runs its
-caller on, and behind a web server that means writing an answer, after which the
-next request arrives. Settling all that came back at once (65 a drain, 229 at most,
-traced behind uvicorn at 256 connections) made each turn of the loop 10-40 ms long,
-and the loop's own I/O waits for the turn to end: uvloop accepts one new connection
-per turn, so 256 new connections took 2-3 s to be accepted. A few results per turn
-keep turns short (2.5 ms at the median with 4, traced the same way) and serve the loop's other work between them, the way a
-native driver's results arrive, one socket's read per turn
+saturation timer's and the next turn's may meet in one turn, each with its share).
+Settling is cheap, but each settled future runs its caller on, and behind a web
+server that means writing an answer, after which the next request arrives. Settling
+all that came back at once (65 a drain, 229 at most, traced behind uvicorn at 256
+connections) made each turn of the loop 10-40 ms long, and the loop's own I/O waits
+for the turn to end: uvloop accepts one new connection per turn, so 256 new
+connections took 2-3 s to be accepted. A few results per turn keep turns short (2.5
+ms at the median with 4, traced the same way) and serve the loop's other work between
+them, the way a native driver's results arrive, one socket's read per turn
 (docs/performance.md, "The tail at 256 connections").
 
 ``DirectHandback`` serves a blocking front-end: there is no loop thread, so
