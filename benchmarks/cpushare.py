@@ -37,6 +37,7 @@ class Stat(NamedTuple):
     group: int  # the process group
     user: float  # CPU seconds so far
     system: float
+    started: int  # clock ticks after boot: with the pid, names one process
 
 
 def read_stat(path: str) -> Optional[Stat]:
@@ -49,25 +50,41 @@ def read_stat(path: str) -> Optional[Stat]:
         return None
     name = text[text.index("(") + 1:text.rindex(")")]
     fields = text[text.rindex(")") + 2:].split()
-    # after the name: state, ppid, pgrp, ... utime and stime are the 12th and 13th
-    return Stat(name, int(fields[2]), int(fields[11]) / _TICK, int(fields[12]) / _TICK)
+    # after the name: state, ppid, pgrp, ... utime and stime are the 12th and 13th,
+    # starttime the 20th
+    return Stat(name, int(fields[2]), int(fields[11]) / _TICK, int(fields[12]) / _TICK,
+                int(fields[19]))
 
 
-def _seconds(group: int, names: frozenset[str]) -> tuple[float, float]:
-    """CPU seconds of the processes in ``group``, and of those named ``names``."""
-    in_group = named = 0.0
+#: one process: its pid and start time (a pid may be used again meanwhile)
+Process = tuple[int, int]
+
+
+def _seconds(group: int, names: frozenset[str]) -> tuple[dict[Process, float],
+                                                         dict[Process, float]]:
+    """CPU seconds so far of each process in ``group``, and of each named ``names``."""
+    in_group: dict[Process, float] = {}
+    named: dict[Process, float] = {}
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
         seen = read_stat(f"/proc/{pid}/stat")
         if seen is None:
             continue
-        seconds = seen.user + seen.system
+        process, seconds = (int(pid), seen.started), seen.user + seen.system
         if seen.group == group:
-            in_group += seconds
+            in_group[process] = seconds
         if seen.name in names:
-            named += seconds
+            named[process] = seconds
     return in_group, named
+
+
+def _spent(before: dict[Process, float], after: dict[Process, float]) -> float:
+    """CPU seconds the processes alive at the end spent since the beginning (all of
+    it for one started meanwhile). A process that ended meanwhile took its seconds
+    with it: it counts for nothing, never against the others (the database server's
+    sessions of other programs on a shared machine come and go)."""
+    return sum(seconds - before.get(process, 0.0) for process, seconds in after.items())
 
 
 def _children_seconds() -> float:
@@ -91,9 +108,8 @@ class Meter:
 
     def stop(self) -> None:
         server, database = _seconds(self.group, self.names)
-        self.server = server - self._server
-        # a database process that ended meanwhile takes its seconds with it: at least 0
-        self.database = max(0.0, database - self._database)
+        self.server = _spent(self._server, server)
+        self.database = _spent(self._database, database)
         self.load = _children_seconds() - self._load
 
     def per_request(self, requests: int) -> dict[str, float]:

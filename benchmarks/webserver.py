@@ -45,10 +45,12 @@ def serve_tornado(config: ServerConfig) -> None:
 
 def serve_starlette(config: ServerConfig) -> None:
     import uvicorn
+
+    from .nodelay import http_protocol
     os.environ["ADB_WEB_SERVER"] = json.dumps(config)
     uvicorn.run(f"{__package__}.webapps:starlette_app", factory=True, host="127.0.0.1",
                 port=config["port"], workers=config["processes"], log_level="warning",
-                access_log=False, loop=config["loop"])
+                access_log=False, loop=config["loop"], http=http_protocol(config["processes"]))
 
 
 def serve_twisted(config: ServerConfig) -> None:

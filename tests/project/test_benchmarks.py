@@ -1,5 +1,6 @@
 """The benchmark harness: options, verification, JSON, and a tiny run of every system."""
 
+import asyncio
 import dataclasses
 import json
 import os
@@ -373,6 +374,54 @@ def test_the_cpu_meter_counts_each_side_and_no_database_it_cannot_see():
     shares = meter.per_request(1000)
     assert set(shares) == {"cpu_server_us", "cpu_load_us"}  # no database of its own kind
     assert shares["cpu_server_us"] == pytest.approx(meter.server * 1000)
+
+
+def test_the_cpu_meter_counts_only_what_each_process_spent_while_metered():
+    """A process that ended while metered (another program's database session on a
+    shared machine) counts for nothing, never against the rest; one started
+    meanwhile counts whole; a pid used again is another process."""
+    from benchmarks.cpushare import _spent
+    before = {(10, 1): 3.0, (11, 1): 50.0, (12, 1): 7.0}
+    after = {(10, 1): 3.5, (13, 2): 0.25, (12, 9): 0.125}  # 11 ended; 12 is a new one
+    assert _spent(before, after) == pytest.approx(0.875)
+    assert _spent(before, {}) == 0.0
+
+
+async def test_n_worker_starlette_servers_turn_nagle_off():
+    """uvicorn's ``--workers N`` listener is made with ``proto`` 0, and asyncio then
+    leaves Nagle's algorithm on for what it accepts (every keep-alive answer after
+    the first waits for the client's delayed ACK): the N-worker servers' protocol
+    (``benchmarks.nodelay``) sets ``TCP_NODELAY`` on each connection itself."""
+    import socket
+
+    import uvicorn
+
+    from benchmarks.nodelay import http_protocol
+
+    async def app(scope, receive, send):
+        assert scope["type"] == "http"
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"hello"})
+
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)  # as uvicorn binds it
+    listener.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, http=http_protocol(2), loop="asyncio",
+                                           lifespan="off", log_level="warning"))
+    serving = asyncio.ensure_future(server.serve(sockets=[listener]))
+    try:
+        while not server.started:
+            await asyncio.sleep(0.01)
+        reader, writer = await asyncio.open_connection(*listener.getsockname())
+        writer.write(b"GET / HTTP/1.1\r\nHost: test\r\n\r\n")
+        await reader.readuntil(b"hello")
+        accepted = [c.transport.get_extra_info("socket") for c in server.server_state.connections]
+        assert [s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) for s in accepted] == [1]
+        writer.close()
+    finally:
+        server.should_exit = True
+        await serving
+        listener.close()
+    assert http_protocol(1) == "auto"  # one process: uvicorn's own (asyncio sets it there)
 
 
 def _require_tool(tool):
