@@ -6,7 +6,8 @@ running call (``adb.call.RunningCall``). A call past its deadline, or whose futu
 its caller cancelled, is cancelled on the server by its driver (psycopg2:
 ``pg_cancel_backend`` from a side connection; psycopg: PostgreSQL's cancel
 protocol; MySQL: ``KILL QUERY`` from a side connection; sqlite3: ``interrupt()``),
-from a short-lived thread so a slow cancel never stalls the watchdog. If the call
+from a short-lived thread so a slow cancel never stalls the watchdog, and sent
+again (``CANCEL_TRIES``) while its side connection fails and the call runs. If the call
 is still running ``cancel_grace`` seconds later (a frozen server, a black-holed
 network), its connection is cut; the worker then gets an error, replaces the
 connection and serves on.
@@ -46,6 +47,11 @@ log = logging.getLogger("adb")
 TICK = 0.05
 #: seconds an interrupted caller waits for a cancel its watchdog is sending already
 CANCEL_WAIT = 5.0
+#: how often a cancel is sent while its side connection fails (refused, reset, the
+#: server's connection limit), CANCEL_PAUSE seconds apart, as long as the call runs:
+#: the statement of a caller who is gone would run on, and commit, after one failure
+CANCEL_TRIES = 3
+CANCEL_PAUSE = 0.1
 
 
 class Watched(Protocol):
@@ -118,7 +124,8 @@ class Watchdog(threading.Thread):
                 and not (running.job is not None and running.job.ends_transaction)
             if (late or gone) and self.take(running, now):
                 why = "its statement_timeout passed" if late else "its caller gave up on it"
-                self.side(worker, running, self.cancel, "cancel", why, logging.INFO)
+                self.side(worker, running, self.cancel, "cancel", why, logging.INFO,
+                          CANCEL_TRIES)
         elif running.state is CallState.CANCEL_SENT \
                 and now - running.cancelled_at > self.cancel_grace:
             running.state = CallState.CUT
@@ -142,7 +149,8 @@ class Watchdog(threading.Thread):
         the cancel was sent (True), or at once if it was taken already (False)."""
         if not self.take(running, time.monotonic()):
             return False
-        self.act(worker, worker.conn, running, self.cancel, "cancel", why, logging.INFO)
+        self.act(worker, worker.conn, running, self.cancel, "cancel", why, logging.INFO,
+                 CANCEL_TRIES)
         return True
 
     def cancel_given_up(self, future: object) -> bool:
@@ -193,31 +201,48 @@ class Watchdog(threading.Thread):
             self.stopper.abort(conn)
 
     def side(self, worker: Watched, running: RunningCall, action: Callable[[Any], None],
-             what: str, why: str, level: int) -> None:
+             what: str, why: str, level: int, tries: int = 1) -> None:
         """``act`` from a short-lived thread, so a slow cancel never stalls the
         watchdog."""
         threading.Thread(target=self.act, args=(worker, worker.conn, running, action, what,
-                                                why, level),
+                                                why, level, tries),
                          name=f"{self.pool_name}-{what.split()[0]}", daemon=True).start()
 
     def act(self, worker: Watched, conn: Any, running: RunningCall,
-            action: Callable[[Any], None], what: str, why: str, level: int) -> None:
+            action: Callable[[Any], None], what: str, why: str, level: int,
+            tries: int = 1) -> None:
         """Run ``action`` on the worker's connection ``conn``, if the worker still
-        runs ``running``; log it at ``level``, naming the statement (never its
-        parameters): a cancel that was asked for is no alarm."""
+        runs ``running``, up to ``tries`` times while it fails (``CANCEL_PAUSE``
+        apart, within ``CANCEL_WAIT``, and only while the worker runs that call: the
+        worker waits for ``cancel_done`` before its next call, so a late try cannot
+        meet another);
+        log it at ``level``, naming the statement (never its parameters): a cancel
+        that was asked for is no alarm."""
         name = self.pool_name
         try:
             if conn is None or worker.current is not running:
                 return  # that call ended meanwhile
             log.log(level, "%s: %s the call running on worker %d (%s): %s", name, what,
                     worker.index, why, running.statement())
-            try:
-                action(conn)
-            except Exception as exc:  # reported; the grace period is the fallback
-                log.warning("%s: could not %s worker %d's call: %s", name, what,
-                            worker.index, exc)
+            # tries again only within CANCEL_WAIT: after a fast failure (a refused or
+            # reset connection), not after one that took its connect timeout
+            until = time.monotonic() + CANCEL_WAIT
+            for attempt in range(1, tries + 1):
+                try:
+                    action(conn)
+                    return
+                except Exception as exc:  # reported; the grace period is the fallback
+                    final = attempt == tries or time.monotonic() + CANCEL_PAUSE > until
+                    log.log(logging.WARNING if final else logging.INFO,
+                            "%s: could not %s worker %d's call (try %d of %d): %s", name,
+                            what, worker.index, attempt, tries, exc)
+                if final:
+                    return
+                time.sleep(CANCEL_PAUSE)
+                if worker.current is not running:
+                    return  # it ended meanwhile: nothing to try again
         finally:
             running.cancel_done.set()  # the worker waits for it (Session.check_after_cancel)
 
 
-__all__ = ["CANCEL_WAIT", "Canceller", "Watched", "Watchdog"]
+__all__ = ["CANCEL_PAUSE", "CANCEL_TRIES", "CANCEL_WAIT", "Canceller", "Watched", "Watchdog"]

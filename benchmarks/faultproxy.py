@@ -5,7 +5,8 @@ scenario, which runs the same faults against adb and its peers. No root needed. 
 (``proxy.port``) and forwards; faults: ``cut()`` resets every open connection,
 ``blackhole(True)`` keeps sockets open but forwards nothing, ``delay(s)`` holds
 every chunk that long, ``refuse(True)`` resets new connections at once,
-``deaf(True)`` accepts new connections and never answers them.
+``refuse_next(n)`` resets the next ``n`` new connections only, ``deaf(True)``
+accepts new connections and never answers them.
 """
 
 import socket
@@ -31,6 +32,8 @@ class FaultProxy:
         self.black = threading.Event()
         self.delay_s = 0.0
         self.refusing = self.deafness = False
+        self.to_refuse = 0  # new connections still to reset (refuse_next)
+        self.refused = 0  # new connections reset so far
         self.closed = False
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -58,6 +61,11 @@ class FaultProxy:
     def refuse(self, on: bool = True) -> None:
         self.refusing = on
 
+    def refuse_next(self, count: int) -> None:
+        """Reset the next ``count`` new connections at once, then forward again."""
+        with self.lock:
+            self.to_refuse = count
+
     def deaf(self, on: bool = True) -> None:
         self.deafness = on
 
@@ -73,7 +81,11 @@ class FaultProxy:
                 client, _ = self.listener.accept()
             except OSError:
                 return
-            if self.refusing:
+            with self.lock:
+                refuse = self.refusing or self.to_refuse > 0
+                self.to_refuse = max(0, self.to_refuse - 1)
+                self.refused += refuse
+            if refuse:
                 _reset(client)
                 continue
             if self.deafness:

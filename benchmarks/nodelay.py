@@ -5,7 +5,7 @@ the worker processes. That socket is made with ``proto`` 0, the sockets it accep
 inherit the 0, and asyncio's loop sets ``TCP_NODELAY`` only on an accepted socket
 whose ``proto`` is ``IPPROTO_TCP`` (uvloop sets it on every TCP socket). On Linux
 every keep-alive response after the first then waits for wrk's delayed ACK: about
-43 ms a request, whatever the server does (uvicorn issue 3149, open as of 0.54).
+43 ms a request, whatever the server does (Kludex/uvicorn#3149, open as of 0.54).
 The web scenario's N-worker Starlette servers run this protocol instead of
 uvicorn's own, so they are measured as a server that sets the option would be; the
 one-process servers keep uvicorn's default (asyncio sets the option there).

@@ -17,6 +17,7 @@ import warnings
 from typing import Any
 import weakref
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 from twisted.python.failure import Failure
@@ -25,6 +26,7 @@ import adb
 import adb.sync
 import adb.tornado
 import adb.twisted
+from benchmarks.faultproxy import FaultProxy
 
 from ..conftest import CTRL_C, URLS, loop_reactor, psycopg_url, require_server
 
@@ -414,6 +416,10 @@ sys.stdin.readline()  # the test says when the server shows the statement runnin
 """,
 }
 DRIVERS = {"psycopg2": "postgresql", "psycopg": "postgresql", "pymysql": "mysql"}
+#: a script logs adb's lines (the cancel it sent, or why it could not) with the time
+#: and thread, for the test's message when its statement ran on or left a row
+LOG = ("import logging; logging.basicConfig(level=logging.INFO, "
+       "format='%(relativeCreated)d ms %(threadName)s %(levelname)s %(message)s')\n")
 
 
 class Script:
@@ -421,17 +427,22 @@ class Script:
     sleeps SLEEP seconds on the server, marked with a comment the server's view
     shows; a table of its own, read by the test."""
 
-    def __init__(self, front, driver):
+    def __init__(self, front, driver, via=None):
         self.kind = DRIVERS[driver]
         require_server(self.kind)
         self.url = psycopg_url() if driver == "psycopg" else URLS[self.kind]
+        if via is not None:  # a FaultProxy between the script and the server
+            parts = urlsplit(self.url)
+            self.url = urlunsplit(parts._replace(
+                netloc=f"{parts.netloc.rsplit('@', 1)[0]}@127.0.0.1:{via.port}"))
         self.table = f"adb_exit_{uuid.uuid4().hex[:10]}"
         self.marker = f"/* {self.table} */"
         sleep = f"pg_sleep({SLEEP})" if self.kind == "postgresql" else f"sleep({SLEEP})"
         statement = f"insert into {self.table} select 1 from (select {sleep}) s {self.marker}"
         self.admin = adb.sync.Database(URLS[self.kind], pool_size=1)
         self.admin.runOperation(f"create table {self.table} (k int)")
-        code = CTRL_C + f"URL = {self.url!r}\nSTATEMENT = {statement!r}\n" + SCRIPTS[front]
+        code = (CTRL_C + LOG + f"URL = {self.url!r}\nSTATEMENT = {statement!r}\n"
+                + SCRIPTS[front])
         self.process = subprocess.Popen(
             [sys.executable, "-c", code], stdin=subprocess.PIPE, stderr=subprocess.PIPE,
             env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT)
@@ -513,10 +524,40 @@ def test_ctrl_c_in_a_script_leaves_no_statement_to_commit(front, driver):
         err = script.exited()
         assert "KeyboardInterrupt" in err, err
         assert script.gone_within(GONE_WITHIN), \
-            f"the statement still ran on the server {GONE_WITHIN} s after the script died"
-        assert script.rows() == 0
+            f"the statement still ran on the server {GONE_WITHIN} s after the script died:\n{err}"
+        assert script.rows() == 0, f"the script's row was written; it said:\n{err}"
     finally:
         script.clean_up()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("driver", list(DRIVERS))
+def test_ctrl_c_cancels_even_when_the_first_side_connection_is_refused(driver):
+    """Ctrl-C in a plain script whose server's address refuses the next connection
+    (the cancel's side connection: a connection limit reached, a reset): the cancel
+    is sent again from the interrupted thread, so the statement still ends at once
+    and writes nothing. Sent once, it would run on after the script died (and
+    commit: MariaDB ends a SLEEP() whose client is gone and goes on)."""
+    proxy = FaultProxy(*_address(DRIVERS[driver]))
+    script = Script("sync", driver, via=proxy)
+    try:
+        script.wait_running()
+        proxy.refuse_next(1)
+        script.process.send_signal(signal.SIGINT)
+        err = script.exited()
+        assert "KeyboardInterrupt" in err, err
+        assert proxy.refused == 1, err
+        assert "try 1 of 3" in err, err
+        assert script.gone_within(GONE_WITHIN), err
+        assert script.rows() == 0, err
+    finally:
+        script.clean_up()
+        proxy.close()
+
+
+def _address(kind):
+    parts = urlsplit(URLS[kind])
+    return parts.hostname or "127.0.0.1", parts.port or {"postgresql": 5432, "mysql": 3306}[kind]
 
 
 @pytest.mark.timeout(120)
@@ -528,10 +569,10 @@ def test_sigterm_raising_system_exit_leaves_no_statement_to_commit(driver):
     try:
         script.wait_running()
         script.process.send_signal(signal.SIGTERM)
-        script.exited()
-        assert script.process.returncode == 143
-        assert script.gone_within(GONE_WITHIN)
-        assert script.rows() == 0
+        err = script.exited()
+        assert script.process.returncode == 143, err
+        assert script.gone_within(GONE_WITHIN), err
+        assert script.rows() == 0, err
     finally:
         script.clean_up()
 
@@ -545,10 +586,10 @@ def test_interpreter_exit_cancels_what_a_database_still_runs(driver):
     script = Script("interpreter exit", driver)
     try:
         script.wait_running()
-        script.exited(say=b"exit\n")
-        assert script.process.returncode == 0
-        assert script.gone_within(GONE_WITHIN)
-        assert script.rows() == 0
+        err = script.exited(say=b"exit\n")
+        assert script.process.returncode == 0, err
+        assert script.gone_within(GONE_WITHIN), err
+        assert script.rows() == 0, err
     finally:
         script.clean_up()
 

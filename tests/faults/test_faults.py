@@ -451,6 +451,35 @@ async def test_statement_timeout_cancels_on_the_server(front, kind, tmp_path):
     await close(db)
 
 
+@pytest.mark.parametrize("kind", ["postgresql", "psycopg", "mysql"])
+async def test_a_cancel_whose_side_connection_is_refused_is_sent_again(front, kind):
+    """The cancel of a call past its statement_timeout goes out on a side connection
+    (psycopg2's pg_cancel_backend, PostgreSQL's cancel request, MySQL's KILL QUERY).
+    When the server's address refuses that connection once, the cancel is sent
+    again: the statement ends cancelled on the server (``may_have_run`` False), not
+    left running until the cancel grace (30 s here) cuts its connection, after
+    which the server would run it on (and, for a write, commit it)."""
+    proxy = proxy_for(kind)
+    name = unique(f"adb-refused-cancel-{kind}")
+    slow = "select pg_sleep(30)" if server_of(kind) == "postgresql" else (
+        "select count(*) from information_schema.columns a, information_schema.columns b, "
+        "information_schema.columns c")  # a killed SLEEP() returns 1 instead of failing
+    db = tuned(front, cancel_grace=30)(via(proxy, url_for(kind, name)), pool_size=1, name=name,
+                                       statement_timeout=0.3)
+    try:
+        assert await ev(db.runQuery("select 1")) == [(1,)]  # its own connection is made
+        proxy.refuse_next(1)  # the next connection to the server's address: the cancel's
+        with pytest.raises(StatementTimeout) as info:
+            await ev(db.runQuery(slow))
+        assert proxy.refused == 1
+        assert info.value.may_have_run is False, info.value
+        assert "cancelled on the server" in str(info.value)
+        assert await ev(db.runQuery("select 1", statement_timeout=5)) == [(1,)]
+    finally:
+        await close(db)
+        proxy.close()
+
+
 async def test_max_lifetime_rotates_connections_without_errors(front):
     kind = "postgresql"
     db = database(front, url_for(kind, "adb-f17"), pool_size=2, max_lifetime=0.3)
