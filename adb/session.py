@@ -166,6 +166,11 @@ class Session:
         self._born = self._last_used = 0.0
         self._lifetime: Optional[float] = None
         self._spare: Optional[tuple[Connection, Cursor]] = None  # see on_spare_cursor
+        #: the last job was a caller's statement that succeeded (``statement``): the
+        #: connection is open (only adb, an error or a caller's own code given it
+        #: closes one), so the next job's ``connection()`` skips the driver's
+        #: ``is_closed``, an interpreted call on every call otherwise
+        self._vouched = False
         #: the queue of the transaction pinning the worker, or None (written only here)
         self.tx_queue: Optional[SimpleQueue[Queued]] = None
         self._tx_lost = False  # that transaction's connection broke: it can only end
@@ -191,6 +196,7 @@ class Session:
         now = monotonic()
         if conn is not None:
             reason = self.unfit(conn, now)
+            self._vouched = False  # this job may hand the connection to a caller's code
             if reason is None:
                 self._last_used = now
                 return conn
@@ -213,7 +219,7 @@ class Session:
         """Why ``conn`` must be replaced before the next call, or None."""
         if self._lifetime is not None and now - self._born > self._lifetime:
             return "max_lifetime"
-        if self._driver.is_closed(conn):
+        if not self._vouched and self._driver.is_closed(conn):
             return "closed"
         # the socket check releases the GIL (a thread switch under load), so it is
         # only worth it once a connection has sat idle long enough to be dropped unseen
@@ -232,6 +238,7 @@ class Session:
 
     def disconnect(self, reason: Optional[str] = None) -> None:
         self._spare = None
+        self._vouched = False
         stream, self._stream = self._stream, None
         if stream is not None:  # its cursor dies with the connection
             self.close_stream_cursor(stream, exhausted=False, keep_transaction=False)
@@ -358,7 +365,9 @@ class Session:
         (docs/performance.md, "The caller's side compiled")."""
         conn = self.connection()
         if not self._driver.autocommit:
-            return self.atomic(op, sql, params, row_factory)
+            value = self.atomic(op, sql, params, row_factory)
+            self._vouched = True
+            return value
         cursor = self._take_spare(conn)
         try:
             value = op(cursor, self._driver, sql, params, row_factory)
@@ -366,6 +375,7 @@ class Session:
             _close_cursor(cursor)
             raise
         self._keep_spare(conn, cursor)
+        self._vouched = True
         return value
 
     def on_spare_cursor(self, conn: Connection, op: ops.OnCursor, args: tuple[Any, ...]) -> Any:

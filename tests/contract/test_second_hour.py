@@ -322,3 +322,31 @@ def test_sqlite_statement_timeout_says_interrupted(tmp_path):
             db.runQuery(slow, statement_timeout=0.2)
     assert "interrupted" in str(raised.value) and "server" not in str(raised.value)
     assert raised.value.may_have_run is False
+
+
+# -- 3. a connection closed by the caller's own code is replaced ----------------------
+
+@pytest.mark.parametrize("name", list(TARGETS))
+def test_a_connection_closed_by_a_callers_function_is_replaced(name, tmp_path):
+    """A statement that succeeded vouches for its connection: the next call skips the
+    driver's check that it is closed. A caller's own function is handed the
+    connection and may close it (in a transaction or not; it then fails, or its
+    transaction cannot commit): every call after that runs on a new connection,
+    never on the closed one."""
+    target = make_target(name, tmp_path)
+
+    def close_it(cursor):
+        cursor.connection.close()
+
+    with adb.sync.Database(target.url, pool_size=1) as db:
+        for round in range(3):
+            assert db.runQueryValue("select 1") == 1  # vouches for the connection
+            with pytest.raises(Exception):
+                if round == 0:
+                    db.runInteraction(close_it)
+                else:  # in a transaction: the function, then its commit or the next call
+                    with db.transaction() as tx:
+                        tx.runInteraction(close_it)
+                        tx.runQueryValue("select 1")
+            assert db.runQueryValue("select 2") == 2, round
+        assert db.stats()["connects"] == 4
