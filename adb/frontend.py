@@ -28,10 +28,11 @@ by subclassing ``LoopFrontEnd`` or ``BlockingFrontEnd`` below):
   or, on a blocking front-end, its value once settled.
 - ``pending(future, claim, timeout, expiry)``: the same, as a future that steps
   (``adb.steps``) can wait on.
-- ``outcome``: None when a call without a claim gives its caller the future
-  itself; else ``outcome(future)``, what such a call gives (a blocking front-end's
-  wait for the value): the engine's path for the common call, which makes no
-  ``returned`` call for it.
+- ``outcomes``: None where a call without a claim gives its caller the future
+  itself; on a blocking front-end, its ``Outcomes``: how to wait for a future's one
+  ``(ok, value)``, and what to do with a future whose caller's wait was interrupted.
+  The engine's path for the common call then waits itself, in its compiled code,
+  and makes no ``returned`` call for it.
 - ``run_steps(steps)``: drive work written as steps; what the caller gets.
 - ``delay(seconds)``: a future settled after ``seconds``.
 - ``sink(deliver)``: where the listening thread hands notifications (``adb.listen``),
@@ -52,7 +53,7 @@ import enum
 import threading
 import time
 import weakref
-from typing import Any, Callable, Generic, Optional, Protocol, TypeVar
+from typing import Any, Callable, Generic, NamedTuple, Optional, Protocol, TypeVar
 
 from .call import Claim
 from .errors import ConnectionLost, PoolTimeout
@@ -73,6 +74,17 @@ class Waiting(enum.Enum):
     AWAITS = "awaits"
     #: calls return Deferreds: awaited in coroutines, or given callbacks (Twisted)
     DEFERS = "defers"
+
+
+class Outcomes(NamedTuple):
+    """A blocking front-end's futures as the engine waits on them (``outcomes``):
+    each receives one ``(ok, value)``, the call's value (``ok``) or its exception."""
+
+    #: ``take(future)``: block until the future's ``(ok, value)`` is there; give it
+    take: Callable[[Any], tuple[bool, Any]]
+    #: ``give_up(future)``: that wait was interrupted (Ctrl-C, any exception raised
+    #: in the waiting thread): the call is given up before the exception goes on
+    give_up: Callable[[Any], None]
 
 
 class Cancellable(Protocol):
@@ -125,8 +137,8 @@ class FrontEnd(Generic[F]):
     transaction_class: Callable[..., Transaction] = Transaction
     #: who the front-end's errors are about (set by the Database it serves)
     label = "the Database"
-    #: what an unclaimed call gives its caller for its future, if not the future itself
-    outcome: Optional[Callable[[Any], Any]] = None
+    #: a blocking front-end's; None: an unclaimed call gives its caller the future
+    outcomes: Optional[Outcomes] = None
 
     def new_future(self) -> F:
         raise NotImplementedError

@@ -20,7 +20,7 @@ a worker reads a job's fields as a C struct's.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from . import ops
 from .call import Claim, Job
@@ -310,6 +310,19 @@ class CloseStream(Job):
         return session.close_stream()
 
 
+def plain_job(kind: Union[type[Statement], type[Work]], future: Any,
+              run_timeout: Optional[float], fn: Any, args: tuple[Any, ...]) -> Job:
+    """The job of a call with the Database's own limits (no claim, no trace), of
+    ``kind`` (an ``Op``'s). The kinds of nearly every call, Query and Operation, are
+    made by their compiled constructors, called directly: through the type, as any
+    other kind is, a call would also build an argument tuple and parse it."""
+    if kind is Operation:
+        return Operation(future, None, run_timeout, None, fn, args)
+    if kind is Query:
+        return Query(future, None, run_timeout, None, fn, args)
+    return kind(future, None, run_timeout, None, fn, args)
+
+
 __all__ = ["Abandon", "Begin", "CloseStream", "Connect", "FetchStream", "Finish", "Hosted",
            "InTransaction", "Interaction", "Many", "Notify", "OpenStream", "Operation",
-           "Query", "Statement", "TxInteraction", "TxStatement", "Work"]
+           "Query", "Statement", "TxInteraction", "TxStatement", "Work", "plain_job"]

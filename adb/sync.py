@@ -15,7 +15,7 @@ from .args import SQL, Params
 from .call import cancel_given_up
 from .core import URL, BaseDatabase, frontend_doc
 from .options import EMBEDDED
-from .frontend import BlockingFrontEnd
+from .frontend import BlockingFrontEnd, Outcomes
 from .handback import Handback, WaiterHandback
 from .listener import SyncListener
 from .stream import SyncStream
@@ -86,22 +86,6 @@ class Waiter(SimpleQueue[Outcome]):
             value = None
 
 
-def _outcome(waiter: Waiter) -> Any:
-    """Wait for an unclaimed call's outcome; its value, or raise its exception. A
-    wait interrupted (KeyboardInterrupt) gives the call up: see ``GAVE_UP``."""
-    try:
-        ok, value = waiter.get()
-    except BaseException:
-        give_up(waiter)
-        raise
-    if ok:
-        return value
-    try:
-        raise value
-    finally:  # the error's traceback holds this frame: no cycle back to it
-        value = None
-
-
 class Transaction(_transaction.Transaction):
     """A transaction handle of this front-end: its methods (``adb.transaction.Transaction``)
     give a value."""
@@ -146,7 +130,8 @@ class SyncFrontEnd(BlockingFrontEnd[Waiter]):
     listener_class = SyncListener
     transaction_class = Transaction
     new_future = Waiter
-    outcome = staticmethod(_outcome)
+    # SimpleQueue's C ``get``, unbound: the engine calls it with no lookup a call
+    outcomes = Outcomes(Waiter.get, give_up)
     # a Waiter's caller gives it up only when its wait is interrupted (a claim
     # decides a timed-out wait): its queue is empty, ``qsize()`` 0, until its outcome
     # or ``GAVE_UP`` is put there. The C method itself: a worker asks this before

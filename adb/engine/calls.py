@@ -19,7 +19,7 @@ from ..call import Claim, Job
 from ..dispatch import Dispatch
 from ..errors import PoolTimeout
 from ..frontend import F, FrontEnd
-from ..jobs import Connect, Hosted
+from ..jobs import Connect, Hosted, plain_job
 from ..op import Op
 from ..options import check_statement_timeout, check_timeout
 from ..pool import Pool
@@ -56,7 +56,10 @@ class Calls(Generic[F]):
         self._put: Callable[[Job], None] = dispatch.submit if admission is None else admission.put
         self._new_future = frontend.new_future
         self._returned = frontend.returned
-        self._outcome = frontend.outcome
+        outcomes = frontend.outcomes
+        #: a blocking front-end's wait and give-up (``Outcomes``); None: futures go back
+        self._take = None if outcomes is None else outcomes.take
+        self._give_up = None if outcomes is None else outcomes.give_up
         #: the common call (the Database's own limits) needs no claim and no trace
         self._plain = timeout is None and telemetry is None
 
@@ -82,10 +85,30 @@ class Calls(Generic[F]):
         if timeout is None and statement_timeout is None and self._plain:
             # the common call, on the shortest path: no claim, no trace
             future = self._new_future()
-            self._put(kind(future, None, self.statement_timeout, None, op.fn, args))
-            return future if self._outcome is None else self._outcome(future)
+            self._put(plain_job(kind, future, self.statement_timeout, op.fn, args))
+            return future if self._take is None else self._outcome(future)
         return self.shared(kind, (op.fn, args), what, timeout=timeout,
                            statement_timeout=statement_timeout)
+
+    def _outcome(self, future: Any) -> Any:
+        """A blocking front-end's common call: wait for its one ``(ok, value)``; the
+        value, or raise the exception. Waited for here rather than in the front-end,
+        whose function would be a Python frame (or a generic call) on every call. A
+        wait interrupted (Ctrl-C) gives the call up (the front-end's ``give_up``)."""
+        take, give_up = self._take, self._give_up
+        assert take is not None and give_up is not None  # a blocking front-end's
+        try:
+            outcome: tuple[bool, Any] = take(future)
+        except BaseException:
+            give_up(future)
+            raise
+        ok, value = outcome
+        if ok:
+            return value
+        try:
+            raise value
+        finally:  # interpreted, the error's traceback holds this frame: no cycle back
+            value = None
 
     def hosted(self, fn: Callable[..., Any], args: tuple[Any, ...], what: What) -> Any:
         """Run ``fn(session, *args)`` on a free worker, ``session`` its ``WorkerSession``
