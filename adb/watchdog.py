@@ -212,12 +212,11 @@ class Watchdog(threading.Thread):
             action: Callable[[Any], None], what: str, why: str, level: int,
             tries: int = 1) -> None:
         """Run ``action`` on the worker's connection ``conn``, if the worker still
-        runs ``running``, up to ``tries`` times while it fails (``CANCEL_PAUSE``
-        apart, within ``CANCEL_WAIT``, and only while the worker runs that call: the
-        worker waits for ``cancel_done`` before its next call, so a late try cannot
-        meet another);
-        log it at ``level``, naming the statement (never its parameters): a cancel
-        that was asked for is no alarm."""
+        runs ``running``; log it at ``level``, naming the statement (never its
+        parameters): a cancel that was asked for is no alarm. A failing ``action``
+        is run again, up to ``tries`` times in all, ``CANCEL_PAUSE`` apart, within
+        ``CANCEL_WAIT`` and only while the worker runs that call (the worker waits
+        for ``cancel_done`` before its next call, so no try can meet another)."""
         name = self.pool_name
         try:
             if conn is None or worker.current is not running:
