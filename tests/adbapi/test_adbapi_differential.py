@@ -651,6 +651,29 @@ async def closed_by_hand_cp_reconnect(r: Record, pool: Any, env: Env) -> None:
     r.step("openfun calls", lambda: len(env.opened))
 
 
+@scenario(cp_reconnect=True)
+async def closed_in_run_with_connection_cp_reconnect(r: Record, pool: Any, env: Env) -> None:
+    """A runWithConnection function closes the driver's connection after a query that
+    succeeded (which, on adb, vouches for the connection: the next call would skip
+    the driver's closed check): the call ends as adbapi's does, and with cp_reconnect
+    the next one runs on a new connection."""
+    await r.call("before", query(pool, "select 1"))
+
+    def close_it(conn: Any) -> None:
+        conn._connection.close()
+    try:
+        await ev(pool.runWithConnection(close_it))
+        r["runWithConnection: ok or a driver error"] = True
+    except Exception as exc:
+        r["runWithConnection: ok or a driver error"] = isinstance(exc, env.dbapi.Error)
+    try:  # as closed_by_hand: at once, or (PyMySQL) after one failed call
+        await ev(pool.runQuery("select 1"))
+        r["first after: ok or a driver error"] = True
+    except Exception as exc:
+        r["first after: ok or a driver error"] = isinstance(exc, env.dbapi.Error)
+    await r.call("second after", query(pool, "select 1"))
+
+
 @scenario()
 async def connection_reconnect(r: Record, pool: Any, env: Env) -> None:
     """``conn.reconnect()`` in runWithConnection (Synapse's txn limit and closed

@@ -196,6 +196,22 @@ class EndingsTests(_Base):
         self.assertEqual(self.keys(), [])
 
 
+    @defer.inlineCallbacks
+    def test_a_connection_the_application_closed_is_replaced_before_the_next_call(self) -> Any:
+        """A runWithConnection function closes the driver's connection: the call
+        fails with the driver's error when it commits, as on adbapi. The next call, on
+        the same worker, after a query that vouched for the connection, runs on a new
+        one at once, with no error (cp_reconnect or not)."""
+        pool = adb.twisted.ConnectionPool(self.driver, cp_min=1, cp_max=1, **self.connkw)
+        self.pools.append(pool)
+        self.assertEqual([tuple(row) for row in (yield pool.runQuery("select 1"))], [(1,)])
+        yield self.assertFailure(pool.runWithConnection(lambda conn: conn._connection.close()),
+                                 __import__(self.driver).Error)
+        self.flushLoggedErrors()  # adbapi's "Rollback failed" on the closed connection
+        self.assertEqual([tuple(row) for row in (yield pool.runQuery("select 2"))], [(2,)])
+        self.assertEqual(pool._adb.stats()["connects"], 2)
+
+
 class SQLite3EndingsTests(EndingsTests, unittest.TestCase):
     driver, kind = "sqlite3", "sqlite"
     #: an embedded database has no connection to lose: not collected here
