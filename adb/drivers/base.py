@@ -73,6 +73,12 @@ class ReplicaPosition:
     replayed: Optional[int] = None
 
 
+#: the URL query's keys that are adb's options, never a driver's connect() keyword:
+#: ``?pooler=`` and ``?pipeline=`` (a program that hands the same URL's keywords to
+#: the driver itself leaves these out)
+URL_OPTIONS = frozenset({"pooler", "pipeline"})
+
+
 @dataclasses.dataclass(frozen=True)
 class DriverInfo:
     """What a driver module declares about itself; the registry is built from these.

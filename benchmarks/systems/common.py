@@ -8,6 +8,7 @@ import importlib
 from typing import (Any, AsyncContextManager, AsyncIterable, Awaitable, Callable, Iterable,
                     Optional, Protocol, Sequence, Union)
 
+from adb.drivers.base import URL_OPTIONS
 from adb.url import parse_url
 
 from ..worlds import World
@@ -48,8 +49,10 @@ class RunSpec:
         return parse_url(self.url).driver
 
     def connect_kwargs(self) -> dict[str, Any]:
-        """Keywords for the driver module's own connect()."""
-        return dict(parse_url(self.url).kwargs)
+        """Keywords for the driver module's own connect(): the URL's, less adb's own
+        options (``?pipeline=``, ``?pooler=``), which mean nothing to a driver."""
+        return {key: value for key, value in parse_url(self.url).kwargs.items()
+                if key not in URL_OPTIONS}
 
     def paramstyle(self) -> str:
         return "qmark" if self.kind == "sqlite" else "format"

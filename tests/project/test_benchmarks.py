@@ -74,6 +74,18 @@ def test_bad_options_are_refused(argv, message, capsys):
     assert message in capsys.readouterr().err
 
 
+def test_native_systems_get_the_urls_driver_keywords_without_adbs_options():
+    """``?pipeline=`` and ``?pooler=`` are adb's options: a native driver's connect()
+    (aiomysql, asyncpg, the threads' own connections) never gets them, while the
+    URL's driver keywords go through (a run with ``?pipeline=off`` failed every
+    aiomysql server with "unexpected keyword argument 'pipeline'")."""
+    from benchmarks.systems.common import RunSpec
+    spec = RunSpec("web", "mysql://root@127.0.0.1/x?pipeline=off&pooler=session"
+                          "&connect_timeout=3", 10, 4)
+    assert spec.connect_kwargs() == {"host": "127.0.0.1", "user": "root", "database": "x",
+                                     "connect_timeout": "3"}
+
+
 def test_unavailable_systems_say_why():
     assert SYSTEMS["asyncpg"].unavailable("mysql") == "does not talk to mysql"
     opener = SYSTEMS["threads"].opener
