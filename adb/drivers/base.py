@@ -140,11 +140,12 @@ class Driver:
         self.target = target
         self.connect_args = tuple(target.args)
         kwargs = dict(target.kwargs)
+        url_options = {name: kwargs.pop(name, None) for name in URL_OPTIONS}
         #: the pooler the connections go through, if any: from ``Database(pooler=)``
-        #: or the URL's ``?pooler=`` (never a connect() keyword)
-        self.pooler = self.pooler_of(pooler, kwargs.pop("pooler", None))
-        #: the URL's ``?pipeline=`` (never a connect() keyword), checked by the engine
-        self.url_pipeline = kwargs.pop("pipeline", None)
+        #: or the URL's ``?pooler=``
+        self.pooler = self.pooler_of(pooler, url_options["pooler"])
+        #: the URL's ``?pipeline=``, checked by the engine
+        self.url_pipeline = url_options["pipeline"]
         self.connect_kwargs = self.check(kwargs)
         self.target = dataclasses.replace(target, kwargs=self.connect_kwargs, args=self.connect_args)
         self.on_connect = on_connect

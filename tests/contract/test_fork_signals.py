@@ -17,7 +17,6 @@ import warnings
 from typing import Any
 import weakref
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 from twisted.python.failure import Failure
@@ -26,9 +25,9 @@ import adb
 import adb.sync
 import adb.tornado
 import adb.twisted
-from benchmarks.faultproxy import FaultProxy
 
 from ..conftest import CTRL_C, URLS, loop_reactor, psycopg_url, require_server
+from ..faults.test_faults import proxy_for, via
 
 
 def _in_child(body, limit=10.0):
@@ -427,14 +426,12 @@ class Script:
     sleeps SLEEP seconds on the server, marked with a comment the server's view
     shows; a table of its own, read by the test."""
 
-    def __init__(self, front, driver, via=None):
+    def __init__(self, front, driver, proxy=None):
         self.kind = DRIVERS[driver]
         require_server(self.kind)
         self.url = psycopg_url() if driver == "psycopg" else URLS[self.kind]
-        if via is not None:  # a FaultProxy between the script and the server
-            parts = urlsplit(self.url)
-            self.url = urlunsplit(parts._replace(
-                netloc=f"{parts.netloc.rsplit('@', 1)[0]}@127.0.0.1:{via.port}"))
+        if proxy is not None:  # a FaultProxy between the script and the server
+            self.url = via(proxy, self.url)
         self.table = f"adb_exit_{uuid.uuid4().hex[:10]}"
         self.marker = f"/* {self.table} */"
         sleep = f"pg_sleep({SLEEP})" if self.kind == "postgresql" else f"sleep({SLEEP})"
@@ -538,8 +535,8 @@ def test_ctrl_c_cancels_even_when_the_first_side_connection_is_refused(driver):
     is sent again from the interrupted thread, so the statement still ends at once
     and writes nothing. Sent once, it would run on after the script died (and
     commit: MariaDB ends a SLEEP() whose client is gone and goes on)."""
-    proxy = FaultProxy(*_address(DRIVERS[driver]))
-    script = Script("sync", driver, via=proxy)
+    proxy = proxy_for(DRIVERS[driver])
+    script = Script("sync", driver, proxy=proxy)
     try:
         script.wait_running()
         proxy.refuse_next(1)
@@ -553,11 +550,6 @@ def test_ctrl_c_cancels_even_when_the_first_side_connection_is_refused(driver):
     finally:
         script.clean_up()
         proxy.close()
-
-
-def _address(kind):
-    parts = urlsplit(URLS[kind])
-    return parts.hostname or "127.0.0.1", parts.port or {"postgresql": 5432, "mysql": 3306}[kind]
 
 
 @pytest.mark.timeout(120)

@@ -91,6 +91,14 @@ def url_of(kind):
 KINDS = ["postgresql", "psycopg", "mysql", *PIPELINE_VARIANTS]
 
 
+def long_select(kind):
+    """A select that runs far longer than any test waits on ``kind``'s server and
+    fails when cancelled (a killed SLEEP() returns 1 instead of failing)."""
+    return "select pg_sleep(30)" if server_of(kind) == "postgresql" else (
+        "select count(*) from information_schema.columns a, information_schema.columns b, "
+        "information_schema.columns c")
+
+
 def proxy_for(kind):
     parts = urlsplit(URLS[server_of(kind)])
     return FaultProxy(parts.hostname or "127.0.0.1", parts.port or {"postgresql": 5432, "mysql": 3306}[server_of(kind)])
@@ -435,9 +443,7 @@ async def test_statement_timeout_cancels_on_the_server(front, kind, tmp_path):
             "select count(*) from c")
     else:
         url = url_for(kind, f"adb-st-{kind}")
-        slow = "select pg_sleep(30)" if server_of(kind) == "postgresql" else (
-            "select count(*) from information_schema.columns a, information_schema.columns b, "
-            "information_schema.columns c")  # a killed SLEEP() returns 1 instead of failing
+        slow = long_select(kind)
     db = database(front, url, pool_size=1, statement_timeout=0.3)
     assert await ev(db.runQuery("select 1")) == [(1,)]  # connected: the time below is the query's
     start = time.monotonic()
@@ -461,9 +467,7 @@ async def test_a_cancel_whose_side_connection_is_refused_is_sent_again(front, ki
     which the server would run it on (and, for a write, commit it)."""
     proxy = proxy_for(kind)
     name = unique(f"adb-refused-cancel-{kind}")
-    slow = "select pg_sleep(30)" if server_of(kind) == "postgresql" else (
-        "select count(*) from information_schema.columns a, information_schema.columns b, "
-        "information_schema.columns c")  # a killed SLEEP() returns 1 instead of failing
+    slow = long_select(kind)
     db = tuned(front, cancel_grace=30)(via(proxy, url_for(kind, name)), pool_size=1, name=name,
                                        statement_timeout=0.3)
     try:
