@@ -1,10 +1,19 @@
 """The checker's own rule for answers after an ending (``scenario.settle_clients``):
 a call unanswered for a whole bound is a finding, told apart as late or lost, while
 clients that keep being answered may take longer than the bound in all. The bounds
-are shrunk here; the clients are plain tasks issuing units to a real ledger."""
+are shrunk here; the clients are plain tasks issuing units to a real ledger.
+
+Time is a clock of the test's own, which only the rule's waits move: each wait runs
+every client up to each answer due within it, in order. What the rule finds is then
+decided by the clients' timetable alone, never by how busy the machine is (a loaded CI
+had once stalled the loop past the shrunk bound and turned a steady client into a
+stuck one)."""
 
 import asyncio
 import glob
+import heapq
+import itertools
+import math
 import time
 from types import SimpleNamespace
 from typing import Any
@@ -16,14 +25,44 @@ from .client import CHILD_HANGS
 from .ledger import ACK, Ledger
 
 
+class Clock:
+    """The time ``settle_clients`` reads and the clients sleep on."""
+
+    def __init__(self):
+        self.now = 0.0
+        self._sleepers: list = []  # heap of (due, order, future)
+        self._order = itertools.count()
+
+    def monotonic(self):
+        return self.now
+
+    def sleep(self, seconds):
+        future = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._sleepers, (self.now + seconds, next(self._order), future))
+        return future
+
+    async def advance(self, seconds):
+        """Move to ``now + seconds``, waking each sleeper at its own time and letting
+        it run to its next sleep before the clock moves on."""
+        end = self.now + seconds
+        await asyncio.sleep(0)  # clients not yet started take their first step
+        while self._sleepers and self._sleepers[0][0] <= end:
+            self.now, _, future = heapq.heappop(self._sleepers)
+            if not future.cancelled():
+                future.set_result(None)
+                await asyncio.sleep(0)  # the woken client runs first: it was woken first
+        self.now = end
+
+
 class Tasks:
     """The part of ``scenario.Clients`` that ``settle_clients`` uses, over tasks."""
 
-    def __init__(self, *coroutines):
+    def __init__(self, clock, *coroutines):
+        self.clock = clock
         self.futures = [asyncio.ensure_future(c) for c in coroutines]
 
     async def wait(self, within):
-        await asyncio.wait(self.futures, timeout=within)
+        await self.clock.advance(within)
         return [i for i, f in enumerate(self.futures) if not f.done()]
 
     def cancel(self):
@@ -32,62 +71,78 @@ class Tasks:
 
 
 @pytest.fixture
-def shrunk(monkeypatch):
+def clock(monkeypatch):
+    """Shrunk bounds, and the rule reading the test's clock."""
     monkeypatch.setattr(scenario, "BOUND", 0.5)
     monkeypatch.setattr(scenario, "PROGRESS", 5.0)
     monkeypatch.setattr(scenario, "LATE", 2.0)
+    clock = Clock()
+    monkeypatch.setattr(scenario, "time", SimpleNamespace(monotonic=clock.monotonic))
+    return clock
 
 
-async def settle(*clients):
-    """What ``settle_clients`` finds of ``clients`` (functions of the ledger)."""
+async def settle(clock, *clients):
+    """What ``settle_clients`` finds of ``clients`` (functions of the ledger and clock)."""
     ledger = Ledger()
     # stand-ins for the plan, the example's environment and its clients
     plan: Any = SimpleNamespace(ending="kill")
     env: Any = SimpleNamespace(site=SimpleNamespace(gate_closed=False), ledger=ledger)
-    tasks: Any = Tasks(*(client(ledger) for client in clients))
+    tasks: Any = Tasks(clock, *(client(ledger, clock) for client in clients))
     out = scenario.Outcome()
     await scenario.settle_clients(plan, env, tasks, out)
+    assert all(f.done() for f in tasks.futures), "the rule left a client running"
     return out.findings
 
 
-async def answered_after(ledger, seconds):
+def issue(ledger, clock):
     unit = ledger.issue("insert", ["t"])
-    await asyncio.sleep(seconds)
+    unit.issued = clock.now  # the ledger stamps real time; the rule reads the clock's
+    return unit
+
+
+async def answered_after(ledger, clock, seconds):
+    unit = issue(ledger, clock)
+    await clock.sleep(seconds)
     ledger.settle(unit, ACK)
 
 
-async def steady(ledger):
+async def steady(ledger, clock):
     """Forty calls, each answered in 0.05 s: 2 s in all, four times the bound."""
     for _ in range(40):
-        await answered_after(ledger, 0.05)
+        await answered_after(ledger, clock, 0.05)
 
 
-async def never(ledger):
-    ledger.issue("insert", ["t"])
-    await asyncio.Event().wait()
+async def never(ledger, clock):
+    issue(ledger, clock)
+    await clock.sleep(math.inf)
 
 
-async def test_clients_answered_all_along_may_take_longer_than_the_bound(shrunk):
-    assert await settle(steady, steady) == []
+async def test_clients_answered_all_along_may_take_longer_than_the_bound(clock):
+    assert await settle(clock, steady, steady) == []
+    assert clock.now >= 2.0  # they did take longer than the bound, four times over
 
 
-async def test_a_call_never_answered_is_found_lost(shrunk):
-    findings = await settle(steady, never)
+async def test_a_call_never_answered_is_found_lost(clock):
+    findings = await settle(clock, steady, never)
     assert len(findings) == 1
     assert "1 call(s) waited more than 0.5 s for their answer" in findings[0]
     assert "0 of them had their answer (late), 1 still had none (lost)" in findings[0]
 
 
-async def test_a_call_answered_past_the_bound_is_found_late(shrunk):
-    findings = await settle(steady, lambda ledger: answered_after(ledger, 1.0))
+async def test_a_call_answered_past_the_bound_is_found_late(clock):
+    findings = await settle(clock, steady, lambda ledger, clock: answered_after(ledger, clock, 1.0))
     assert len(findings) == 1
     assert "1 call(s) waited more than 0.5 s" in findings[0]
     assert "1 of them had their answer (late), 0 still had none (lost)" in findings[0]
 
 
-async def test_clients_still_going_past_progress_are_found(shrunk, monkeypatch):
+async def test_a_call_answered_just_within_the_bound_is_no_finding(clock):
+    assert await settle(clock, steady, lambda ledger, clock: answered_after(ledger, clock, 0.45)) == []
+
+
+async def test_clients_still_going_past_progress_are_found(clock, monkeypatch):
     monkeypatch.setattr(scenario, "PROGRESS", 1.0)
-    findings = await settle(steady)
+    findings = await settle(clock, steady)
     assert len(findings) == 1 and "still going 1.0 s after the ending" in findings[0]
 
 
