@@ -9,10 +9,12 @@ CI=true, where a missing server fails them.
 
 import asyncio
 import atexit
+import fcntl
 import importlib
 import inspect
 import os
 import socket
+import subprocess
 import sys
 import uuid
 from collections.abc import Callable, Iterable
@@ -150,18 +152,70 @@ class Target:
 
 def psycopg_url() -> str:
     """The PostgreSQL test server's URL, for psycopg 3 (``postgresql+psycopg://``)."""
-    scheme, rest = URLS["postgresql"].split("://", 1)
-    return scheme.split("+")[0] + "+psycopg://" + rest
+    return dialect_url("postgresql", "psycopg")
 
 
 #: every driver the spec runs on: name -> server kind
-TARGETS = {"postgresql": "postgresql", "psycopg": "postgresql", "mysql": "mysql", "sqlite": "sqlite"}
+TARGETS = {"postgresql": "postgresql", "psycopg": "postgresql", "mysql": "mysql",
+           "mysqldb": "mysql", "sqlite": "sqlite"}
+#: the targets on a driver other than their family's default: name -> the URL's dialect
+DIALECTS = {"psycopg": "psycopg", "mysqldb": "mysqldb"}
+#: modules no extra installs, as they build against system headers: module -> what
+#: pip installs (after ``.ci/install-headers``), once, by the first test that needs it
+BUILT_HERE = {"MySQLdb": "mysqlclient>=2.2"}
 
 
 #: the drivers that pipeline standalone calls (``Database(pipeline=)``), each with
 #: the URL query that turns it the other way from its default: the contract suite
 #: (test_spec) and the fault tests run both ways on them
 PIPELINE_VARIANTS = {"psycopg/pipeline=on": "postgresql", "mysql/pipeline=off": "mysql"}
+
+
+def dialect_url(kind: str, dialect: Optional[str]) -> str:
+    """The test server's URL for ``kind``, on the driver ``dialect`` names (None: the
+    family's default): ``postgresql+psycopg://``, ``mysql+mysqldb://``."""
+    if dialect is None:
+        return URLS[kind]
+    scheme, rest = URLS[kind].split("://", 1)
+    return scheme.split("+")[0] + f"+{dialect}://" + rest
+
+
+def need_module(module: str) -> Any:
+    """Import ``module``; one of BUILT_HERE is installed first where it is missing
+    (one process at a time: the tests run in several). Where that cannot be done the
+    test is skipped saying why, and fails under CI=true."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        if module not in BUILT_HERE:
+            raise
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(sys.prefix, ".adb-test-install.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        importlib.invalidate_caches()
+        try:
+            return importlib.import_module(module)
+        except ImportError:
+            subprocess.run(["bash", os.path.join(root, ".ci", "install-headers")], check=False)
+            subprocess.run([sys.executable, "-m", "pip", "install", "-q", BUILT_HERE[module]],
+                           check=False)
+            importlib.invalidate_caches()
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        why = (f"{module} is not installed and could not be built here (bash "
+               f".ci/install-headers && pip install '{BUILT_HERE[module]}')")
+        if IN_CI:
+            pytest.fail(why)
+        pytest.skip(why)
+
+
+def mysql_thread_id(conn: Any) -> int:
+    """MariaDB's id of a PyMySQL or mysqlclient connection. mysqlclient refuses a call
+    on a connection another thread is using: its id is the one adb read when it
+    opened it (``adb.drivers.mysqldb.Side``)."""
+    side = getattr(conn, "_adb_side", None)
+    return int(side.thread_id if side is not None else conn.thread_id())
 
 
 def make_target(name: str, tmp_path: Any) -> Target:
@@ -172,7 +226,9 @@ def make_target(name: str, tmp_path: Any) -> Target:
     if kind == "sqlite":
         return Target(kind, f"sqlite:///{tmp_path}/test.db")
     require_server(kind)
-    url = psycopg_url() if driver == "psycopg" else URLS[kind]
+    if driver == "mysqldb":
+        need_module("MySQLdb")
+    url = dialect_url(kind, DIALECTS.get(driver))
     if query:
         url += ("&" if "?" in url else "?") + query
     return Target(kind, url, driver)

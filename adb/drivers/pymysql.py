@@ -256,6 +256,11 @@ class PyMySQLDriver(Driver):
     def enable_autobatch(self) -> None:
         self.multi_statements = True
 
+    @staticmethod
+    def warning_count(cursor: Cursor) -> int:
+        """The warnings of the statement ``cursor`` ran last."""
+        return int(cursor.warning_count)
+
     def path_of(self, sql: str) -> Path:
         """Any self-contained DML goes in a message (``#`` starts a comment here too)."""
         return self.message_safe(sql, ("--", "#"))
@@ -346,7 +351,7 @@ class MySQLCopy(InsertCopy):
                 feed.stop()
                 if not isinstance(exc, self.mysql.dbapi.Error) and self.mysql.is_closed(conn):
                     # PyMySQL's end of a file it failed to send can trip on its closed socket
-                    raise self.mysql.dbapi.err.OperationalError(
+                    raise self.mysql.dbapi.OperationalError(
                         2013, f"Lost connection to server during LOAD DATA ({exc!r})") from exc
                 raise
             feed.finish()
@@ -357,11 +362,11 @@ class MySQLCopy(InsertCopy):
         into a warning and goes on, so any warning, or a count short of
         ``expected``, fails the load (the transaction then rolls back)."""
         count: int = cursor.rowcount
-        if cursor.warning_count or count != expected:
+        if self.mysql.warning_count(cursor) or count != expected:
             cursor.execute("SHOW WARNINGS LIMIT 5")
             said = "; ".join(f"{level} {code}: {message}"
                              for level, code, message in cursor.fetchall())
-            raise self.mysql.dbapi.err.DataError(
+            raise self.mysql.dbapi.DataError(
                 f"LOAD DATA loaded {count} of {expected} rows into {table} ({said})")
         return count
 
@@ -605,11 +610,14 @@ def packet_guarded(cls: Any) -> Any:
     return PacketGuarded
 
 
-def packet_too_large(size: int, limit: int) -> Exception:
-    """The error for a command of ``size`` bytes, too long for the server's ``limit``: PyMySQL's
-    OperationalError with the server's code for it, ``may_have_run`` False."""
-    from pymysql.err import OperationalError
-    error = OperationalError(
+def packet_too_large(size: int, limit: int, error_class: Optional[type[Exception]] = None
+                     ) -> Exception:
+    """The error for a command of ``size`` bytes, too long for the server's ``limit``: the
+    driver's OperationalError (``error_class``; PyMySQL's by default) with the server's
+    code for it, ``may_have_run`` False."""
+    if error_class is None:
+        from pymysql.err import OperationalError as error_class
+    error = error_class(
         _PACKET_TOO_LARGE,
         f"the statement is {size} bytes, too long for the server's max_allowed_packet "
         f"({limit} bytes): it was not sent and did not run, and the connection stays "

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 import adb.sync
 from adb.errors import ConnectionLost
 
-from ..conftest import URLS, psycopg_url, require_server
+from ..conftest import URLS, make_target, psycopg_url, require_server
 
 class BadInputDatabase(adb.sync.Database):
     """The blocking Database with what these tests need to know about its target."""
@@ -117,9 +117,9 @@ def test_large_value_round_trips_on_postgresql():
         assert db.runQuery("select length(%s::bytea)", (blob,)) == [(len(blob),)]
 
 
-def test_packet_over_max_allowed_packet_on_mariadb(table_name):
-    require_server("mysql")
-    with adb.sync.Database(URLS["mysql"], pool_size=1) as db:
+@pytest.mark.parametrize("driver", ["mysql", "mysqldb"])
+def test_packet_over_max_allowed_packet_on_mariadb(driver, table_name, tmp_path):
+    with adb.sync.Database(make_target(driver, tmp_path).url, pool_size=1) as db:
         limit = db.runQuery("select @@max_allowed_packet")[0][0]
         db.runOperation(f"create table {table_name} (v longblob)")
         try:

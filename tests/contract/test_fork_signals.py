@@ -26,7 +26,8 @@ import adb.sync
 import adb.tornado
 import adb.twisted
 
-from ..conftest import CTRL_C, URLS, loop_reactor, psycopg_url, require_server
+from ..conftest import (CTRL_C, DIALECTS, URLS, dialect_url, loop_reactor, need_module, psycopg_url,
+                        require_server)
 from ..faults.test_faults import proxy_for, via
 
 
@@ -414,7 +415,8 @@ threading.Thread(target=db.runOperation, args=(STATEMENT,), daemon=True).start()
 sys.stdin.readline()  # the test says when the server shows the statement running
 """,
 }
-DRIVERS = {"psycopg2": "postgresql", "psycopg": "postgresql", "pymysql": "mysql"}
+DRIVERS = {"psycopg2": "postgresql", "psycopg": "postgresql", "pymysql": "mysql",
+           "mysqldb": "mysql"}
 #: a script logs adb's lines (the cancel it sent, or why it could not) with the time
 #: and thread, for the test's message when its statement ran on or left a row
 LOG = ("import logging; logging.basicConfig(level=logging.INFO, "
@@ -429,7 +431,9 @@ class Script:
     def __init__(self, front, driver, proxy=None):
         self.kind = DRIVERS[driver]
         require_server(self.kind)
-        self.url = psycopg_url() if driver == "psycopg" else URLS[self.kind]
+        if driver == "mysqldb":
+            need_module("MySQLdb")
+        self.url = dialect_url(self.kind, DIALECTS.get(driver))
         if proxy is not None:  # a FaultProxy between the script and the server
             self.url = via(proxy, self.url)
         self.table = f"adb_exit_{uuid.uuid4().hex[:10]}"
@@ -729,8 +733,8 @@ class UnitScript(Script):
         from ..endings.site import Site
         self.kind = DRIVERS[driver]
         require_server(self.kind)
-        self.site = Site({"psycopg2": "postgresql", "psycopg": "psycopg",
-                          "pymysql": "mysql"}[driver], str(tmp_path))
+        self.site = Site({"psycopg2": "postgresql", "psycopg": "psycopg", "pymysql": "mysql",
+                          "mysqldb": "mysqldb"}[driver], str(tmp_path))
         self.site.create()
         self.site.close_gate()
         self.admin = self.site.admin

@@ -27,7 +27,7 @@ from ..conftest import (TARGETS, URLS, make_target, own_database, require_server
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 #: every DB-API module a built-in driver imports
-DRIVER_MODULES = ("psycopg", "psycopg2", "pymysql", "sqlite3")
+DRIVER_MODULES = ("psycopg", "psycopg2", "pymysql", "MySQLdb", "sqlite3")
 
 
 def modules_after_one_query(url):
@@ -48,7 +48,7 @@ def modules_after_one_query(url):
 # -- 1. start-up imports only the driver in use ---------------------------------------
 
 DRIVER_OF = {"postgresql": "psycopg2", "psycopg": "psycopg", "mysql": "pymysql",
-             "sqlite": "sqlite3"}
+             "mysqldb": "MySQLdb", "sqlite": "sqlite3"}
 
 
 @pytest.mark.parametrize("name", list(TARGETS))

@@ -261,9 +261,10 @@ async def test_row_factory_per_database(front, target):
 
 async def test_paramstyle_and_dbapi(db):
     expected = {"postgresql": "pyformat", "mysql": "pyformat", "sqlite": "qmark"}
-    assert db.paramstyle == expected[db.target.kind]
+    # mysqlclient declares "format" (%s), though it takes %(name)s with a dict as well
+    assert db.paramstyle == ("format" if db.target.name == "mysqldb" else expected[db.target.kind])
     assert db.dbapi.__name__ == {"postgresql": "psycopg2", "psycopg": "psycopg", "mysql": "pymysql",
-                                 "sqlite": "sqlite3"}[db.target.name]
+                                 "mysqldb": "MySQLdb", "sqlite": "sqlite3"}[db.target.name]
 
 
 async def test_driver_errors_pass_through_and_pool_stays_usable(db):

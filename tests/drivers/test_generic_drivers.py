@@ -1,7 +1,7 @@
 """PEP 249 modules adb has no driver of its own for, through the generic driver
-(``Database(driver="pg8000.dbapi", host=...)``): pg8000, mysql-connector-python
-and mysqlclient (MySQLdb) keep docs/failures.md's rules as the built-in drivers
-do: a connection killed while idle costs nothing, a call whose connection breaks
+(``Database(driver="pg8000.dbapi", host=...)``): pg8000 and mysql-connector-python
+keep docs/failures.md's rules as the built-in drivers do (mysqlclient, once run here
+through the generic driver, has a module of its own now: ``adb.drivers.mysqldb``): a connection killed while idle costs nothing, a call whose connection breaks
 fails with ``ConnectionLost(may_have_run=True)`` and the next one gets a new
 connection, a transaction lost with its connection commits nothing, a server
 restarted while the pool is idle costs nothing. DuckDB, whose transactions are
@@ -11,11 +11,8 @@ not PEP 249's, is refused at construction; a ``:memory:`` database gets one work
 import asyncio
 import gc
 import importlib
-import subprocess
-import sys
 import time
 import uuid
-from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
@@ -30,7 +27,7 @@ from benchmarks import privateserver
 from ..conftest import IN_CI, URLS, require_server
 
 #: module -> the server it talks to
-DRIVERS = {"pg8000.dbapi": "postgresql", "mysql.connector": "mysql", "MySQLdb": "mysql"}
+DRIVERS = {"pg8000.dbapi": "postgresql", "mysql.connector": "mysql"}
 
 
 def keywords(module, url, name):
@@ -44,24 +41,12 @@ def keywords(module, url, name):
 
 
 def need(module):
-    """Import ``module``; mysqlclient (MySQLdb), which builds against system headers and
-    so is in no extra, is installed here first (after ``.ci/install-headers``). Where
-    that cannot be done the test is skipped saying why, and fails under CI=true."""
+    """Import ``module``. Where it is missing the test is skipped saying why, and fails
+    under CI=true."""
     try:
         return importlib.import_module(module)
     except ImportError:
-        if module == "MySQLdb":
-            root = Path(__file__).resolve().parents[2]
-            subprocess.run(["bash", str(root / ".ci" / "install-headers")], check=False)
-            subprocess.run([sys.executable, "-m", "pip", "install", "-q", "mysqlclient>=2.2"],
-                           check=False)
-            importlib.invalidate_caches()
-            try:
-                return importlib.import_module(module)
-            except ImportError:
-                pass
-        why = (f"{module} is not installed (pip install -e '.[test]'; MySQLdb: bash "
-               ".ci/install-headers && pip install mysqlclient)")
+        why = f"{module} is not installed (pip install -e '.[test]')"
         if IN_CI:
             pytest.fail(why)
         pytest.skip(why)
@@ -90,8 +75,7 @@ def server_ids(db, module):
 
 def kill_all(db, module, url=None, ids=None):
     """End every connection of ``db`` from the server side, and only those (on
-    MySQL ``ids``, the server's ids of them, when they are busy: MySQLdb lets no
-    other thread ask a connection in use)."""
+    MySQL ``ids``, the server's ids of them, when they are busy)."""
     url = url or URLS[DRIVERS[module]]
     with adb.sync.Database(url, pool_size=1) as admin:
         if DRIVERS[module] == "postgresql":

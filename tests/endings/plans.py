@@ -17,7 +17,7 @@ from .scenario import Plan
 from .work import DROPIN_KINDS, KINDS
 
 FRONTS = ("asyncio", "tornado", "twisted", "sync", "dropin", "trio")
-DRIVERS = ("sqlite", "postgresql", "psycopg", "mysql")
+DRIVERS = ("sqlite", "postgresql", "psycopg", "mysql", "mysqldb")
 #: kinds of work whose statements wait at the gate (copy_in and streams do not)
 GATED = set(KINDS) - {"copy", "stream"}
 #: kinds of work with a pause point at the end of a transaction's body (Env.hold)

@@ -1,7 +1,7 @@
 """One database the work of one example runs on, and the test's own view of it.
 
 A ``Site`` is a driver (sqlite, postgresql = psycopg2, psycopg = psycopg 3, mysql =
-PyMySQL on MariaDB), a URL, a token table of the example's own and, on the servers,
+PyMySQL on MariaDB, mysqldb = mysqlclient on MariaDB), a URL, a token table of the example's own and, on the servers,
 a *gate*: a one-row table every token insert reads with a share lock. The test
 closes the gate by holding that row's exclusive lock in a transaction of its own:
 every insert then waits on the server, where ``pg_stat_activity`` /
@@ -21,13 +21,14 @@ from urllib.parse import urlsplit, urlunsplit
 
 import adb.sync
 
-from ..conftest import URLS, psycopg_url, require_server
+from ..conftest import DIALECTS, URLS, mysql_thread_id, need_module, require_server
 
 #: driver -> server kind
 KINDS = {"sqlite": "sqlite", "postgresql": "postgresql", "psycopg": "postgresql",
-         "mysql": "mysql"}
+         "mysql": "mysql", "mysqldb": "mysql"}
 #: the drop-in's DB-API module per driver
-DBAPI = {"sqlite": "sqlite3", "postgresql": "psycopg2", "psycopg": "psycopg", "mysql": "pymysql"}
+DBAPI = {"sqlite": "sqlite3", "postgresql": "psycopg2", "psycopg": "psycopg", "mysql": "pymysql",
+         "mysqldb": "MySQLdb"}
 #: how an insert takes the gate row's share lock
 SHARE = {"postgresql": "for share", "mysql": "lock in share mode"}
 
@@ -53,9 +54,10 @@ class Site:
             if server_url is None:
                 require_server(self.kind)
                 server_url = URLS[self.kind]
-            if driver == "psycopg":
+            if driver in DIALECTS:
+                need_module(DBAPI[driver])
                 scheme, rest = server_url.split("://", 1)
-                server_url = scheme.split("+")[0] + "+psycopg://" + rest
+                server_url = scheme.split("+")[0] + f"+{DIALECTS[driver]}://" + rest
             self.admin_url = server_url
             self.url = (with_query(server_url, application_name=self.table)
                         if self.kind == "postgresql" else server_url)
@@ -219,10 +221,15 @@ class Site:
 
 
 def thread_ids(connections: Iterable[Any]) -> list[int]:
-    """MariaDB thread ids of DB-API connections (PyMySQL's, or adb's wrapper of one)."""
+    """MariaDB thread ids of DB-API connections (PyMySQL's or mysqlclient's, or adb's
+    wrapper of one). mysqlclient refuses a call on a connection another thread is using:
+    its id is what adb read when it opened (``adb.drivers.mysqldb.Side``)."""
     ids = []
     for conn in connections:
         raw = getattr(conn, "raw", conn)
+        if getattr(raw, "_adb_side", None) is not None:
+            ids.append(mysql_thread_id(raw))
+            continue
         getter: Any = getattr(raw, "thread_id", None) or getattr(conn, "thread_id", None)
         try:
             ids.append(int(getter()))

@@ -31,8 +31,9 @@ from benchmarks import privateserver
 from benchmarks.faultproxy import FaultProxy
 
 from .. import trio_guest
-from ..conftest import (PIPELINE_VARIANTS, URLS, close, ev, fronts_fixture, gather_calls,
-                        psycopg_url, require_server, with_pool_options)
+from ..conftest import (DIALECTS, PIPELINE_VARIANTS, TARGETS, URLS, close, dialect_url, ev,
+                        fronts_fixture, gather_calls, mysql_thread_id, need_module, require_server,
+                        with_pool_options)
 from .ledger import SEEN_LIMIT, Ledger, TokenTable, cut_under_load, fire, load_until, recovers, repeatedly, until
 
 
@@ -74,21 +75,23 @@ def via(proxy, url):
 
 
 def server_of(kind):
-    """The server a fault test's driver talks to: psycopg (3) runs on PostgreSQL."""
-    driver = kind.partition("/")[0]
-    return "postgresql" if driver == "psycopg" else driver
+    """The server a fault test's driver talks to (psycopg 3 runs on PostgreSQL,
+    mysqlclient on MariaDB)."""
+    return TARGETS[kind.partition("/")[0]]
 
 
 def url_of(kind):
-    """The URL a fault test's ``Database`` uses: ``kind`` is a server or ``psycopg``,
-    with the URL query after a ``/`` for a pipeline variant (``PIPELINE_VARIANTS``)."""
+    """The URL a fault test's ``Database`` uses: ``kind`` is a key of TARGETS, with the
+    URL query after a ``/`` for a pipeline variant (``PIPELINE_VARIANTS``)."""
     driver, _, query = kind.partition("/")
-    url = psycopg_url() if driver == "psycopg" else URLS[driver]
+    if driver == "mysqldb":
+        need_module("MySQLdb")
+    url = dialect_url(server_of(kind), DIALECTS.get(driver))
     return with_query(url, **dict([query.split("=", 1)])) if query else url
 
 
 #: the drivers of the fault tests, those that pipeline both with and without
-KINDS = ["postgresql", "psycopg", "mysql", *PIPELINE_VARIANTS]
+KINDS = ["postgresql", "psycopg", "mysql", "mysqldb", *PIPELINE_VARIANTS]
 
 
 def long_select(kind):
@@ -120,8 +123,8 @@ def kill_all(db, kind, wait=False):
             ids = []
             for conn in list(db._engine.pool.connections.values()):
                 try:
-                    admin.runOperation("KILL CONNECTION %s", (conn.thread_id(),))
-                    ids.append(conn.thread_id())
+                    admin.runOperation("KILL CONNECTION %s", (mysql_thread_id(conn),))
+                    ids.append(mysql_thread_id(conn))
                 except Exception:  # already gone
                     pass
             left = ("select count(*) from information_schema.processlist where id in (%s)"

@@ -26,6 +26,7 @@ from adb.drivers import load
 from adb.errors import ConnectionLost, InterfaceError, StatementTimeout
 from adb.url import make_target
 
+from .. import conftest
 from ..conftest import URLS, require_server
 from ..faults.ledger import Ledger, TokenTable, cut_under_load, fire, recovers, repeatedly
 from ..faults.test_faults import (kill_all, proxy_for, report, server_of, unique, url_for,
@@ -263,9 +264,11 @@ def test_bad_autobatch_values_are_refused(value):
         adb.sync.Database("sqlite://", autobatch=value)
 
 
-def test_mysql_multi_statements_only_with_autobatch(mysql_url, table_name):
-    """PyMySQL's multi-statement flag lets one runOperation carry several statements;
-    it is on only where autobatch is."""
+@pytest.mark.parametrize("driver", ["mysql", "mysqldb"])
+def test_mysql_multi_statements_only_with_autobatch(driver, table_name, tmp_path):
+    """The multi-statement flag lets one runOperation carry several statements; it is
+    on only where autobatch is (PyMySQL's off by default, mysqlclient's turned off)."""
+    mysql_url = conftest.make_target(driver, tmp_path).url
     two = f"create table {table_name} (a int); drop table {table_name}"
     with adb.sync.Database(mysql_url, pool_size=1) as db:
         with pytest.raises(db.dbapi.ProgrammingError):

@@ -28,27 +28,27 @@ import adb.sync
 import adb.twisted
 
 from .. import conftest
-from ..conftest import FRONTS, URLS, Target, close, ev, psycopg_url, require_server, server_kwargs
+from ..conftest import FRONTS, Target, close, ev, require_server, server_kwargs
 
 ASYNC_FRONTS = [name for name in FRONTS if name != "sync"]
 
 #: the drivers copy_in runs on: name -> server kind (MariaDB twice: INSERTs, LOAD DATA)
 TARGETS = {"postgresql": "postgresql", "psycopg": "postgresql", "mysql": "mysql",
-           "mysql_infile": "mysql", "sqlite": "sqlite"}
+           "mysql_infile": "mysql", "mysqldb": "mysql", "mysqldb_infile": "mysql",
+           "sqlite": "sqlite"}
 SERVER_TARGETS = [name for name, kind in TARGETS.items() if kind != "sqlite"]
 
 
-def infile_url() -> str:
-    url = URLS["mysql"]
+def infile_url(url: str) -> str:
     return url + ("&" if "?" in url else "?") + "local_infile=1"
 
 
 def url_of(name, tmp_path):
     if name == "sqlite":
         return f"sqlite:///{tmp_path}/test.db"
-    require_server(TARGETS[name])
-    return {"postgresql": URLS["postgresql"], "psycopg": psycopg_url(),
-            "mysql": URLS["mysql"], "mysql_infile": infile_url()}[name]
+    driver, infile, _ = name.partition("_infile")
+    url = conftest.make_target(driver, tmp_path).url
+    return infile_url(url) if infile else url
 
 
 @pytest.fixture(params=list(TARGETS))
@@ -252,8 +252,7 @@ def multibyte_file() -> bytes:
     return data
 
 
-@pytest.mark.parametrize("target", [
-    "postgresql", "psycopg", "mysql", "mysql_infile", "sqlite"], indirect=True)
+@pytest.mark.parametrize("target", list(TARGETS), indirect=True)
 async def test_copy_in_a_bytes_file_with_characters_across_read_boundaries(target):
     db = adb.Database(target.url, pool_size=1)
     table = new_table_name()
@@ -277,8 +276,7 @@ POSTGRES_ESCAPES = "1\toct\\101\n2\tbs\\b\n3\tff\\f\n4\tvt\\v\n5\tq\\q\n"
 POSTGRES_ESCAPED = [(1, "octA"), (2, "bs\b"), (3, "ff\f"), (4, "vt\v"), (5, "qq")]
 
 
-@pytest.mark.parametrize("target", [
-    "postgresql", "psycopg", "mysql", "sqlite", "mysql_infile"], indirect=True)
+@pytest.mark.parametrize("target", list(TARGETS), indirect=True)
 async def test_copy_in_reads_postgresql_escapes_alike_everywhere(target):
     db = adb.sync.Database(target.url, pool_size=1)
     table = new_table_name()
@@ -316,7 +314,7 @@ def duplicate_error(db):
     """The error a duplicate key fails a load with, per driver: IntegrityError from
     psycopg2 and psycopg (UniqueViolation), PyMySQL's INSERTs (1062) and sqlite3;
     DataError on MariaDB with local_infile=1, raised by adb itself."""
-    if db.target.name == "mysql_infile":
+    if db.target.name.endswith("_infile"):
         return db.dbapi.DataError  # LOAD DATA LOCAL skips it with a warning: adb fails the load
     return db.dbapi.IntegrityError
 
@@ -335,7 +333,7 @@ async def check_failed_cleanly(db, excinfo):
     # the Database loads again
     assert await ev(db.copy_in(db.table, [(1, "after")])) == 1
     assert await table_rows(db) == [(1, "after")]
-    if db.target.name == "mysql_infile":
+    if db.target.name.endswith("_infile"):
         assert excinfo.type is db.dbapi.DataError
         assert "LOAD DATA loaded" in str(excinfo.value) and "Duplicate entry" in str(excinfo.value)
     else:
@@ -550,7 +548,7 @@ async def close_within(db, seconds=10.0):
 
 @pytest.mark.parametrize("front, target", [
     *((front, name) for front in FRONTS
-      for name in ("postgresql", "psycopg", "sqlite", "mysql", "mysql_infile")),
+      for name in TARGETS),
 ], indirect=["target"])
 async def test_copy_out_closed_early_frees_its_worker(front, target):
     # a Database of its own, closed with a time limit (see close_within)
