@@ -5,16 +5,16 @@ for the server and reads the answer in C; the worker holds the GIL to convert th
 rows only. PyMySQL reads the protocol in Python with the GIL held, beside the loop
 thread that serves the application: about three times the CPU a call.
 
-What the server does is the same whichever client asks, so everything about MySQL
-and MariaDB (errors, host lists and Galera, replicas, isolation, ``autobatch``'s
-messages, ``KILL QUERY``, bulk loads) is PyMySQL's driver's; this module differs
-where the client does. It has no pipelines (standalone calls run one at a time).
-mysqlclient would allow several statements in one text on every connection; adb
-allows them only for ``autobatch``'s messages, as on PyMySQL.
+What the server does is ``_mysql.MySQLDriver``'s, shared with PyMySQL's driver; here
+is what mysqlclient does. It has no pipelines (standalone calls run one at a time).
+It would allow several statements in one text on every connection; adb allows them
+only for ``autobatch``'s messages, as on PyMySQL. It refuses any method of a
+connection called from another thread while the connection's call runs, so what a
+cancel needs (the server, the connection's id, its socket) is read when it opens.
 
 Install it with ``pip install mysqlclient`` (it builds against the MySQL or MariaDB
-client headers: ``apt-get install default-libmysqlclient-dev pkg-config``, or the
-platform's wheel); URLs ``mysql+mysqldb://``, or ``driver="MySQLdb"``.
+client headers: ``apt-get install default-libmysqlclient-dev pkg-config``); URLs
+``mysql+mysqldb://``, or ``driver="MySQLdb"``.
 """
 
 from __future__ import annotations
@@ -23,27 +23,17 @@ import functools
 import importlib
 import os
 import socket
-from typing import Any, NamedTuple, Optional
+from typing import Any, Optional
 
 from ..target import Family
+from ._mysql import MIN_PACKET_LIMIT, MySQLDriver, Side, packet_too_large
 from .base import Connection, Cursor, DriverInfo, readable
 from .cancel import shut_down
-from .pymysql import (_MIN_PACKET_LIMIT, _TRANSIENT_ERRNOS, KillQuery, PyMySQLDriver,
-                      packet_too_large)
-
-#: the errors after which the connection is gone: 2006 server gone away, 2013 lost
-#: during a query, 2014 commands out of sync, 2055 lost (a system error), 1927
-#: MariaDB's killed connection, 4031 its idle timeout
-_DISCONNECTS = frozenset({(2006,), (2013,), (2014,), (2055,), (1927,), (4031,)})
+from .copy import TextRows
 
 
-class MySQLdbDriver(PyMySQLDriver):
+class MySQLdbDriver(MySQLDriver):
     info = DriverInfo("MySQLdb", Family.MYSQL, ("mysqldb",), default=False, extra="mysqldb")
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.cancel = SocketKillQuery(self)
-        self.pipelines = None  # no hook into the client's messages here
 
     def _open_one(self, host: Optional[str], port: Optional[int]) -> Connection:
         """One connection (libmysqlclient's ``connect_timeout`` bounds the handshake
@@ -54,16 +44,13 @@ class MySQLdbDriver(PyMySQLDriver):
             kwargs["host"] = host
         if port is not None:
             kwargs["port"] = port
-        # mysqlclient allows several statements in one text unless told not to: as on
-        # PyMySQL, only autobatch's messages (or a caller who asks for it) may
         kwargs["multi_statements"] = self.multi_statements or kwargs.get("multi_statements") is True
         plain = importlib.import_module(f"{self.dbapi.__name__}.connections").Connection
         conn = packet_guarded(plain)(*self.connect_args, **kwargs)
-        # what a cancel needs, read now: mysqlclient refuses any method of a connection
-        # called from another thread while the worker's call runs on it
-        conn._adb_side = Side(conn.host, conn.port, conn.thread_id(), conn.fileno())
+        conn._adb_side = Side(conn.host, conn.port, conn.thread_id())
+        conn._adb_fd = conn.fileno()
         if "unix_socket" not in kwargs:
-            with _socket_of(conn) as sock:
+            with socket.socket(fileno=os.dup(conn._adb_fd)) as sock:
                 for option, value in (("TCP_KEEPIDLE", 30), ("TCP_KEEPINTVL", 10),
                                       ("TCP_KEEPCNT", 3)):
                     if hasattr(socket, option):
@@ -74,56 +61,52 @@ class MySQLdbDriver(PyMySQLDriver):
         return not conn.open
 
     def peer_gone(self, conn: Connection) -> bool:
-        return readable(conn.fileno())
+        return readable(conn._adb_fd)
 
-    def is_disconnect(self, exc: BaseException, conn: Connection) -> bool:
-        dbapi = self.dbapi
-        if isinstance(exc, dbapi.InterfaceError):  # the connection was closed
-            return True
-        return isinstance(exc, dbapi.OperationalError) and exc.args[:1] in _DISCONNECTS
+    def side_of(self, conn: Connection) -> Side:
+        side: Side = conn._adb_side
+        return side
 
-    def is_transient(self, exc: BaseException) -> bool:
-        dbapi = self.dbapi
-        return isinstance(exc, (dbapi.OperationalError, dbapi.InternalError)) \
-            and exc.args[:1] in _TRANSIENT_ERRNOS
+    def cut(self, conn: Connection) -> None:
+        """Shut down the socket libmysqlclient reads, through a duplicate of its
+        descriptor (a shutdown is the socket's, whichever descriptor asks)."""
+        if not conn.open:  # closed already: its descriptor may be another's by now
+            return
+        with socket.socket(fileno=os.dup(conn._adb_fd)) as sock:
+            shut_down(sock)
 
     @staticmethod
     def warning_count(cursor: Cursor) -> int:
         return int(cursor.connection.warning_count())
 
-    def stream_cursor(self, conn: Connection) -> Cursor:
-        """An unbuffered ``SSCursor``: rows are read off the socket as they are fetched."""
-        from MySQLdb.cursors import SSCursor
-        return conn.cursor(SSCursor)
-
     def close_stream(self, cursor: Cursor, exhausted: bool, keep_transaction: bool) -> bool:
         """As on PyMySQL: a stream closed early in a transaction of its own drops its
         connection rather than read every row left. libmysqlclient reads them when the
         result is freed, so the socket is shut down first: that read ends at once."""
-        if exhausted or keep_transaction:
-            return super(PyMySQLDriver, self).close_stream(cursor, exhausted, keep_transaction)
-        conn = getattr(cursor, "cursor", cursor).connection  # a TextRows' own cursor
-        try:
-            self.cancel.abort(conn)
-        except OSError:  # not connected any more: nothing left to read
-            pass
-        return super(PyMySQLDriver, self).close_stream(cursor, exhausted, keep_transaction)
+        if not (exhausted or keep_transaction):
+            inner = cursor.cursor if isinstance(cursor, TextRows) else cursor
+            try:
+                self.cut(inner.connection)
+            except OSError:  # not connected any more: nothing left to read
+                pass
+        dropped = super().close_stream(cursor, exhausted, keep_transaction)
+        return dropped or not (exhausted or keep_transaction)
 
 
 @functools.lru_cache(maxsize=None)
 def packet_guarded(cls: Any) -> Any:
     """``cls`` (mysqlclient's Connection) that refuses, before sending a byte of it, a
     statement longer than the server's ``max_allowed_packet``, as PyMySQL's driver
-    does (``adb.drivers.pymysql.packet_guarded``): the server would cut the connection,
-    and the caller could not tell whether it ran. Every statement of a cursor goes
-    through ``query``; the limit is read once per connection, at its first statement
-    long enough to meet any limit a server may have."""
+    does: the server would cut the connection, and the caller could not tell whether
+    it ran. Every statement of a cursor goes through ``query``; the limit is read once
+    per connection, at its first statement long enough to meet any limit a server
+    may have."""
 
     class PacketGuarded(cls):  # type: ignore[misc,unused-ignore]
         _adb_packet_limit: Optional[int] = None
 
         def query(self, query: Any) -> Any:
-            if len(query) >= _MIN_PACKET_LIMIT:
+            if len(query) >= MIN_PACKET_LIMIT:
                 size = len(query.encode(self.encoding) if isinstance(query, str) else query) + 1
                 limit = self._adb_max_allowed_packet()
                 if size >= limit:  # the server refuses a packet as long as its limit
@@ -140,43 +123,6 @@ def packet_guarded(cls: Any) -> Any:
     PacketGuarded.__name__ = PacketGuarded.__qualname__ = cls.__name__
     PacketGuarded.__module__ = cls.__module__
     return PacketGuarded
-
-
-class Side(NamedTuple):
-    """What another thread needs to stop a connection's call, read when it opened."""
-
-    host: str
-    port: int
-    thread_id: int
-    fd: int
-
-
-class SocketKillQuery(KillQuery):
-    """``KILL QUERY`` from a side connection, as on PyMySQL; a connection is cut by
-    shutting down the socket libmysqlclient reads. Both use what the connection's
-    ``Side`` says: the connection itself is the worker's while its call runs."""
-
-    def cancel(self, conn: Connection) -> None:
-        side: Side = conn._adb_side
-        killer = self.driver.dbapi.connect(**{**self.driver.connect_kwargs, "host": side.host,
-                                              "port": side.port, "connect_timeout": 5})
-        try:
-            with killer.cursor() as cursor:
-                cursor.execute("KILL QUERY %s", (side.thread_id,))
-        finally:
-            killer.close()
-
-    def abort(self, conn: Connection) -> None:
-        if not conn.open:  # closed already: its descriptor may be another's by now
-            return
-        with socket.socket(fileno=os.dup(conn._adb_side.fd)) as sock:
-            shut_down(sock)
-
-
-def _socket_of(conn: Connection) -> socket.socket:
-    """A socket over a duplicate of the connection's descriptor: options set through
-    it are the connection's socket's; closing it leaves the connection's descriptor."""
-    return socket.socket(fileno=os.dup(conn.fileno()))
 
 
 DRIVER = MySQLdbDriver
