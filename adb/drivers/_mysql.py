@@ -97,7 +97,7 @@ class MySQLDriver(Driver):
         """A connection to the first host of the list that accepts one and that
         the ``cluster`` (if the URL asks for a choice) does not refuse: a Galera
         node out of its cluster, a server without the ``target_session_attrs``
-        asked for (PyMySQL itself takes one host)."""
+        asked for (each client itself takes one host)."""
         failures = []
         for host, port in self.hosts:
             try:
@@ -126,7 +126,7 @@ class MySQLDriver(Driver):
 
     def rejection(self, exc: BaseException) -> Optional[str]:
         """Access denied (1044, 1045, 1698), an unknown database (1049), an
-        authentication plugin the server refuses (1251, 2059); a value PyMySQL itself
+        authentication plugin the server refuses (1251, 2059); a value the client itself
         refuses (a TypeError or ValueError from ``connect``)."""
         if isinstance(exc, (TypeError, ValueError)):
             return f"an option value is refused ({exc})"

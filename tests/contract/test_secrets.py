@@ -22,7 +22,7 @@ from adb.errors import Error
 from adb.telemetry import Telemetry
 from adb.url import make_target
 
-from ..conftest import URLS, require_server
+from ..conftest import URLS, need_module, require_server
 
 EXAMPLES = int(os.environ.get("ADB_FUZZ_EXAMPLES", "0"))
 FUZZ = settings(max_examples=EXAMPLES or 30, deadline=None, database=None,
@@ -227,19 +227,23 @@ def test_libpq_dsn_parse_errors(records, password, malformed):
 
 
 @FUZZ
-@given(password=passwords, driver=st.sampled_from(["psycopg2", "psycopg", "pymysql"]),
+@given(password=passwords, driver=st.sampled_from(["psycopg2", "psycopg", "pymysql", "MySQLdb"]),
        port=st.sampled_from([CLOSED, 99999, "x"]))
 def test_keyword_form(records, password, driver, port):
+    if driver == "MySQLdb":
+        need_module(driver)
     text = everything(records, driver=driver, host="127.0.0.1", port=port, user="u",
                       password=password, database="test", connect_timeout=2, pool_size=1)
     assert_hidden(password, text)
 
 
 @SLOW
-@given(password=passwords)
-def test_keyword_form_wrong_password(records, password):
+@given(password=passwords, driver=st.sampled_from(["pymysql", "MySQLdb"]))
+def test_keyword_form_wrong_password(records, password, driver):
     require_server("mysql")
-    text = everything(records, driver="pymysql", host="127.0.0.1", port=3306, user="root",
+    if driver == "MySQLdb":
+        need_module(driver)
+    text = everything(records, driver=driver, host="127.0.0.1", port=3306, user="root",
                       password=password, database="test", pool_size=1)
     assert_hidden(password, text)
 
