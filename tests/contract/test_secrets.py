@@ -226,23 +226,22 @@ def test_libpq_dsn_parse_errors(records, password, malformed):
     assert_hidden(password, text)
 
 
+@pytest.mark.parametrize("driver", ["psycopg2", "psycopg", "pymysql", "MySQLdb"])
 @FUZZ
-@given(password=passwords, driver=st.sampled_from(["psycopg2", "psycopg", "pymysql", "MySQLdb"]),
-       port=st.sampled_from([CLOSED, 99999, "x"]))
+@given(password=passwords, port=st.sampled_from([CLOSED, 99999, "x"]))
 def test_keyword_form(records, password, driver, port):
-    if driver == "MySQLdb":
-        need_module(driver)
+    need_module(driver)
     text = everything(records, driver=driver, host="127.0.0.1", port=port, user="u",
                       password=password, database="test", connect_timeout=2, pool_size=1)
     assert_hidden(password, text)
 
 
+@pytest.mark.parametrize("driver", ["pymysql", "MySQLdb"])
 @SLOW
-@given(password=passwords, driver=st.sampled_from(["pymysql", "MySQLdb"]))
+@given(password=passwords)
 def test_keyword_form_wrong_password(records, password, driver):
     require_server("mysql")
-    if driver == "MySQLdb":
-        need_module(driver)
+    need_module(driver)
     text = everything(records, driver=driver, host="127.0.0.1", port=3306, user="root",
                       password=password, database="test", pool_size=1)
     assert_hidden(password, text)

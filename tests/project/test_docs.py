@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from ..conftest import URLS, require_server
+from ..conftest import URLS, dialect_url, need_module, require_server
 from ..topologies import standby
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -32,6 +32,11 @@ def localise(code):
         if re.search(pattern, code):
             require_server(kind)
             code = re.sub(pattern, URLS[kind], code)
+    mysqldb = r"mysql\+mysqldb://root@127\.0\.0\.1(:3306)?/test"
+    if re.search(mysqldb, code):  # mysqlclient, which no extra installs: built here first
+        require_server("mysql")
+        need_module("MySQLdb")
+        code = re.sub(mysqldb, dialect_url("mysql", "mysqldb"), code)
     return code
 
 
