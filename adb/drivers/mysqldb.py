@@ -10,7 +10,8 @@ is what mysqlclient does. It has no pipelines (standalone calls run one at a tim
 It would allow several statements in one text on every connection; adb allows them
 only for ``autobatch``'s messages, as on PyMySQL. It refuses any method of a
 connection called from another thread while the connection's call runs, so what a
-cancel needs (the server, the connection's id, its socket) is read when it opens.
+cancel or a forked child needs (the server, the connection's id, its socket) is read
+when it opens (``adb_connection``).
 
 Install it with ``pip install mysqlclient`` (it builds against the MySQL or MariaDB
 client headers: ``apt-get install default-libmysqlclient-dev pkg-config``); URLs
@@ -46,9 +47,7 @@ class MySQLdbDriver(MySQLDriver):
             kwargs["port"] = port
         kwargs["multi_statements"] = self.multi_statements or kwargs.get("multi_statements") is True
         plain = importlib.import_module(f"{self.dbapi.__name__}.connections").Connection
-        conn = packet_guarded(plain)(*self.connect_args, **kwargs)
-        conn._adb_side = Side(conn.host, conn.port, conn.thread_id())
-        conn._adb_fd = conn.fileno()
+        conn = adb_connection(plain)(*self.connect_args, **kwargs)
         if "unix_socket" not in kwargs:
             with socket.socket(fileno=os.dup(conn._adb_fd)) as sock:
                 for option, value in (("TCP_KEEPIDLE", 30), ("TCP_KEEPINTVL", 10),
@@ -94,16 +93,31 @@ class MySQLdbDriver(MySQLDriver):
 
 
 @functools.lru_cache(maxsize=None)
-def packet_guarded(cls: Any) -> Any:
-    """``cls`` (mysqlclient's Connection) that refuses, before sending a byte of it, a
-    statement longer than the server's ``max_allowed_packet``, as PyMySQL's driver
-    does: the server would cut the connection, and the caller could not tell whether
-    it ran. Every statement of a cursor goes through ``query``; the limit is read once
-    per connection, at its first statement long enough to meet any limit a server
-    may have."""
+def adb_connection(cls: Any) -> Any:
+    """``cls`` (mysqlclient's Connection) as adb runs it.
 
-    class PacketGuarded(cls):  # type: ignore[misc,unused-ignore]
+    - It refuses, before sending a byte of it, a statement longer than the server's
+      ``max_allowed_packet``, as PyMySQL's driver does: the server would cut the
+      connection, and the caller could not tell whether it ran. Every statement of a
+      cursor goes through ``query``; the limit is read once per connection, at its
+      first statement long enough to meet any limit a server may have.
+    - What other threads need is read when it opens (``_adb_side``, ``_adb_fd``), and
+      ``fileno()`` answers from them: mysqlclient's own refuses while another
+      thread's call runs, and a forked child, whose copy may be mid-call, must find
+      the socket to point it away from the server (``adb.engine.lifecycle``)."""
+
+    class AdbConnection(cls):  # type: ignore[misc,unused-ignore]
         _adb_packet_limit: Optional[int] = None
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self._adb_fd: int = super().fileno()
+            self._adb_side = Side(self.host, self.port, self.thread_id())
+
+        def fileno(self) -> int:
+            """The socket's descriptor from any thread; -1 once closed (the number may
+            be another file's by then)."""
+            return self._adb_fd if self.open else -1
 
         def query(self, query: Any) -> Any:
             if len(query) >= MIN_PACKET_LIMIT:
@@ -120,9 +134,9 @@ def packet_guarded(cls: Any) -> Any:
                 self._adb_packet_limit = int(value)
             return self._adb_packet_limit
 
-    PacketGuarded.__name__ = PacketGuarded.__qualname__ = cls.__name__
-    PacketGuarded.__module__ = cls.__module__
-    return PacketGuarded
+    AdbConnection.__name__ = AdbConnection.__qualname__ = cls.__name__
+    AdbConnection.__module__ = cls.__module__
+    return AdbConnection
 
 
 DRIVER = MySQLdbDriver

@@ -1,0 +1,81 @@
+"""What only the mysqlclient driver does (``adb/drivers/mysqldb.py``); the contract,
+fault and endings suites run on it as on PyMySQL (the ``mysqldb`` target).
+
+mysqlclient refuses any method of a connection called from another thread while a
+call runs on it ("already in use from another thread"), and a forked child's copy of
+such a connection refuses the same way. What other threads need, the cancel's server
+and id and the fork hook's socket, is read when the connection opens."""
+
+import os
+import threading
+import time
+
+import pytest
+
+import adb.sync
+
+from ..conftest import make_target, mysql_thread_id
+
+
+@pytest.fixture
+def url(tmp_path):
+    return make_target("mysqldb", tmp_path).url
+
+
+def test_a_busy_connection_tells_its_socket_and_id_to_other_threads(url):
+    """While the worker's call runs, the connection's ``fileno()`` and the id a cancel
+    sends ``KILL QUERY`` for answer from another thread (mysqlclient's own refuse)."""
+    with adb.sync.Database(url, pool_size=1) as db:
+        db.runQuery("select 1")
+        conn = next(iter(db._engine.pool.connections.values()))
+        fd, ident = conn.fileno(), mysql_thread_id(conn)
+        call = threading.Thread(target=db.runQuery, args=("select sleep(1)",))
+        call.start()
+        try:
+            deadline = time.monotonic() + 10
+            with pytest.raises(Exception, match="in use from another thread"):
+                while time.monotonic() < deadline:  # until the call holds the connection
+                    conn.thread_id()
+                    time.sleep(0.005)
+            assert conn.fileno() == fd and mysql_thread_id(conn) == ident
+        finally:
+            call.join()
+        assert db.runQueryValue("select connection_id()") == ident
+
+
+def test_a_child_forked_during_a_call_points_its_copy_of_the_socket_away(url):
+    """The fork hook points the child's copy of each connection's socket at /dev/null,
+    so nothing the child does with it reaches the server; a connection whose call was
+    running at the fork refuses the child's every method, its socket's number too, so
+    the hook takes the number read at open. The parent's call ends as it would."""
+    with adb.sync.Database(url, pool_size=1) as db:
+        db.runQuery("select 1")
+        conn = next(iter(db._engine.pool.connections.values()))
+        fd, ident = conn.fileno(), mysql_thread_id(conn)
+        result = {}
+        call = threading.Thread(target=lambda: result.setdefault(
+            "rows", db.runQuery("select sleep(1), 7")))
+        call.start()
+        deadline = time.monotonic() + 10
+        while True:  # until the call holds the connection
+            try:
+                conn.thread_id()
+            except Exception:
+                break
+            assert time.monotonic() < deadline, "the call never started"
+            time.sleep(0.005)
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: say where its copy of the socket points, and leave
+            os.close(read)
+            os.write(write, os.readlink(f"/proc/self/fd/{fd}").encode())
+            os._exit(0)
+        os.close(write)
+        with os.fdopen(read) as pipe:
+            where = pipe.read()
+        os.waitpid(pid, 0)
+        call.join()
+        assert where == "/dev/null"
+        assert result["rows"] == [(0, 7)]
+        assert db.runQueryValue("select connection_id()") == ident  # the same session
+        assert db.stats()["connects"] == 1
