@@ -46,6 +46,13 @@ class Private:
     def socket_path(self) -> str:
         return os.path.join(self.root, "mysqld.sock")
 
+    @property
+    def tmpdir(self) -> str:
+        """MariaDB's temporary files. Never the shared /tmp: a MariaDB server deletes
+        every ``#sql*`` file of its tmpdir as it starts, and in /tmp those include the
+        temporary tables other servers are using (the test server's, mid-query)."""
+        return os.path.join(self.root, "tmp")
+
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
@@ -90,9 +97,11 @@ def create(kind: str) -> Private:
         _as_owner(kind, _pg_bin("initdb"), "-D", server.data, "-A", "trust", "-U", "root",
                   "--no-sync")
     else:
+        os.mkdir(server.tmpdir)
+        shutil.chown(server.tmpdir, OWNER[kind], OWNER[kind])
         _as_owner(kind, shutil.which("mariadb-install-db") or "mariadb-install-db",
                   "--no-defaults", f"--datadir={server.data}", "--skip-test-db",
-                  "--auth-root-authentication-method=normal")
+                  "--auth-root-authentication-method=normal", f"--tmpdir={server.tmpdir}")
     start(server)
     _setup(server)
     return server
@@ -110,7 +119,8 @@ def start(server: Private) -> None:
     subprocess.run(["setsid", "-f", "runuser", "-u", "mysql", "--", "/usr/sbin/mariadbd",
                     "--no-defaults",
                     f"--datadir={server.data}", f"--port={server.port}",
-                    f"--socket={server.socket_path}", "--bind-address=127.0.0.1",
+                    f"--socket={server.socket_path}", f"--tmpdir={server.tmpdir}",
+                    "--bind-address=127.0.0.1",
                     "--skip-name-resolve", "--innodb-flush-log-at-trx-commit=0",
                     f"--pid-file={server.root}/mysqld.pid", "--max-connections=300",
                     f"--log-error={server.root}/log"],

@@ -10,6 +10,7 @@ every call settles within a bound; the pool serves again within 10 s.
 import asyncio
 import json
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -224,6 +225,31 @@ async def test_kill_inside_transaction(front, kind, tokens):
     assert table.tokens() == []
     assert await recovers(db) < 10
     await close(db)
+
+
+def test_a_private_mariadb_leaves_the_temporary_files_of_other_servers_alone():
+    """A MariaDB server deletes every ``#sql*`` file of its tmpdir as it starts; in the
+    shared /tmp those are the temporary tables the test server is using mid-query
+    (an endings test's look at the process list once failed with "Error on delete of
+    '/tmp/#sql-temptable-...MAI'" while a private server started). So each private
+    server, and each Galera node, has a tmpdir of its own: a file like the test
+    server's, the mysql user's, outlives a private server's start and restart."""
+    why = privateserver.unavailable("mysql")
+    if why:
+        pytest.skip(f"this test needs a private MariaDB: {why}")
+    probe = f"/tmp/#sql-adb-probe-{uuid.uuid4().hex[:10]}.MAI"
+    subprocess.run(["runuser", "-u", "mysql", "--", "touch", probe], check=True)
+    try:
+        server = privateserver.create("mysql")
+        try:
+            assert os.path.exists(probe), "the private server's start deleted it"
+            privateserver.restart(server)
+            assert os.path.exists(probe), "the private server's restart deleted it"
+        finally:
+            privateserver.remove(server)
+    finally:
+        if os.path.exists(probe):
+            os.remove(probe)
 
 
 async def test_postgresql_restart_while_idle(front, private_postgresql):
