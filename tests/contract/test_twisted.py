@@ -91,7 +91,10 @@ class DatabaseTests(_DatabaseTestsBase):
         self.assertGreater(wakeups, 0)
         self.assertLess(wakeups, n + 1)  # one callFromThread per batch, never per result
         stats = self.db.stats()
-        self.assertEqual(stats["wakeups"], self.reactor.calls_from_thread)
+        # every drain was a worker's signal, and one signal may still be on its way: sent
+        # for a result that a saturation poll settled first (a signal sets the flag that
+        # keeps the other workers from signalling until its drain runs)
+        self.assertIn(self.reactor.calls_from_thread - stats["wakeups"], (0, 1))
         # n calls on 4 workers saturate the pool: results came on reactor timers;
         # close() in tearDown cancels a timer still pending (trial fails a test that
         # leaves a DelayedCall behind)

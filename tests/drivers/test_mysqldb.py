@@ -52,7 +52,7 @@ def test_a_child_forked_during_a_call_points_its_copy_of_the_socket_away(url):
         db.runQuery("select 1")
         conn = next(iter(db._engine.pool.connections.values()))
         fd, ident = conn.fileno(), mysql_thread_id(conn)
-        result = {}
+        result: dict[str, object] = {}
         call = threading.Thread(target=lambda: result.setdefault(
             "rows", db.runQuery("select sleep(1), 7")))
         call.start()
