@@ -213,7 +213,7 @@ def need_module(module: str) -> Any:
 def mysql_thread_id(conn: Any) -> int:
     """MariaDB's id of a PyMySQL or mysqlclient connection. mysqlclient refuses a call
     on a connection another thread is using: its id is the one adb read when it
-    opened it (``adb.drivers.mysqldb.Side``)."""
+    opened it (``_adb_side``, ``adb.drivers.mysqldb.adb_connection``)."""
     side = getattr(conn, "_adb_side", None)
     return int(side.thread_id if side is not None else conn.thread_id())
 

@@ -226,25 +226,6 @@ class MySQLDriver(Driver):
     def enable_autobatch(self) -> None:
         self.multi_statements = True
 
-    # -- client-specific ---------------------------------------------------------------
-
-    def _open_one(self, host: Optional[str], port: Optional[int]) -> Connection:
-        """One connection to ``host``/``port`` (None: the connect keywords' own)."""
-        raise NotImplementedError
-
-    def side_of(self, conn: Connection) -> Side:
-        """Where ``conn``'s server is and its id there, for a cancel from another thread."""
-        raise NotImplementedError
-
-    def cut(self, conn: Connection) -> None:
-        """Shut ``conn``'s socket down, from another thread than the one blocked on it."""
-        raise NotImplementedError
-
-    @staticmethod
-    def warning_count(cursor: Cursor) -> int:
-        """The warnings of the statement ``cursor`` ran last."""
-        raise NotImplementedError
-
     def path_of(self, sql: str) -> Path:
         """Any self-contained DML goes in a message (``#`` starts a comment here too)."""
         return self.message_safe(sql, ("--", "#"))
@@ -274,6 +255,25 @@ class MySQLDriver(Driver):
         finally:
             cursor.close()
         return counts
+
+    # -- client-specific ---------------------------------------------------------------
+
+    def _open_one(self, host: Optional[str], port: Optional[int]) -> Connection:
+        """One connection to ``host``/``port`` (None: the connect keywords' own)."""
+        raise NotImplementedError
+
+    def side_of(self, conn: Connection) -> Side:
+        """Where ``conn``'s server is and its id there, for a cancel from another thread."""
+        raise NotImplementedError
+
+    def cut(self, conn: Connection) -> None:
+        """Shut ``conn``'s socket down, from another thread than the one blocked on it."""
+        raise NotImplementedError
+
+    @staticmethod
+    def warning_count(cursor: Cursor) -> int:
+        """The warnings of the statement ``cursor`` ran last."""
+        raise NotImplementedError
 
 
 class Side(NamedTuple):

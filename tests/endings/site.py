@@ -1,15 +1,15 @@
 """One database the work of one example runs on, and the test's own view of it.
 
 A ``Site`` is a driver (sqlite, postgresql = psycopg2, psycopg = psycopg 3, mysql =
-PyMySQL on MariaDB, mysqldb = mysqlclient on MariaDB), a URL, a token table of the example's own and, on the servers,
-a *gate*: a one-row table every token insert reads with a share lock. The test
-closes the gate by holding that row's exclusive lock in a transaction of its own:
-every insert then waits on the server, where ``pg_stat_activity`` /
-``information_schema.processlist`` show it, so an ending can be fired while
-exactly the statements the generator asked for are running, and the test can ask
-the server afterwards whether any of them is still there. The table's name is the
-marker: it is in the text of every statement of the work (PostgreSQL sessions
-also carry it as ``application_name``).
+PyMySQL on MariaDB, mysqldb = mysqlclient on MariaDB), a URL, a token table of the
+example's own and, on the servers, a *gate*: a one-row table every token insert
+reads with a share lock. The test closes the gate by holding that row's exclusive
+lock in a transaction of its own: every insert then waits on the server, where
+``pg_stat_activity`` / ``information_schema.processlist`` show it, so an ending can
+be fired while exactly the statements the generator asked for are running, and the
+test can ask the server afterwards whether any of them is still there. The table's
+name is the marker: it is in the text of every statement of the work (PostgreSQL
+sessions also carry it as ``application_name``).
 """
 
 from __future__ import annotations
@@ -222,8 +222,7 @@ class Site:
 
 def thread_ids(connections: Iterable[Any]) -> list[int]:
     """MariaDB thread ids of DB-API connections (PyMySQL's or mysqlclient's, or adb's
-    wrapper of one). mysqlclient refuses a call on a connection another thread is using:
-    its id is what adb read when it opened (``adb.drivers.mysqldb.Side``)."""
+    wrapper of one; ``conftest.mysql_thread_id``)."""
     ids = []
     for conn in connections:
         raw = getattr(conn, "raw", conn)
