@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import socket
 import threading
 from typing import Any, Iterable, NamedTuple, Optional, Sequence
 
@@ -424,6 +425,16 @@ def packet_too_large(size: int, limit: int, error_class: type[Exception]) -> Exc
         "max_allowed_packet on the server")
     error.may_have_run = False  # type: ignore[attr-defined]
     return error
+
+
+def keep_alive(sock: socket.socket) -> None:
+    """TCP keepalive on a connection's socket, so that a peer that vanished without a
+    word is noticed within a minute; a Unix socket has no such options and no need."""
+    if sock.family not in (socket.AF_INET, socket.AF_INET6):
+        return
+    for option, value in (("TCP_KEEPIDLE", 30), ("TCP_KEEPINTVL", 10), ("TCP_KEEPCNT", 3)):
+        if hasattr(socket, option):
+            sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), value)
 
 
 def _host_list(kwargs: dict[str, Any]) -> list[tuple[Optional[str], Optional[int]]]:

@@ -27,7 +27,7 @@ import socket
 from typing import Any, Optional
 
 from ..target import Family
-from ._mysql import MIN_PACKET_LIMIT, MySQLDriver, Side, packet_too_large
+from ._mysql import MIN_PACKET_LIMIT, MySQLDriver, Side, keep_alive, packet_too_large
 from .base import Connection, Cursor, DriverInfo, readable
 from .cancel import shut_down
 from .copy import TextRows
@@ -38,8 +38,7 @@ class MySQLdbDriver(MySQLDriver):
 
     def _open_one(self, host: Optional[str], port: Optional[int]) -> Connection:
         """One connection (libmysqlclient's ``connect_timeout`` bounds the handshake
-        too), with TCP keepalive so that a peer that vanished is noticed within a
-        minute."""
+        too), with TCP keepalive (``keep_alive``)."""
         kwargs = dict(self.connect_kwargs)
         if host is not None:
             kwargs["host"] = host
@@ -48,12 +47,8 @@ class MySQLdbDriver(MySQLDriver):
         kwargs["multi_statements"] = self.multi_statements or kwargs.get("multi_statements") is True
         plain = importlib.import_module(f"{self.dbapi.__name__}.connections").Connection
         conn = adb_connection(plain)(*self.connect_args, **kwargs)
-        if "unix_socket" not in kwargs:
-            with socket.socket(fileno=os.dup(conn._adb_fd)) as sock:
-                for option, value in (("TCP_KEEPIDLE", 30), ("TCP_KEEPINTVL", 10),
-                                      ("TCP_KEEPCNT", 3)):
-                    if hasattr(socket, option):
-                        sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), value)
+        with socket.socket(fileno=os.dup(conn._adb_fd)) as sock:  # options set through
+            keep_alive(sock)  # a duplicate descriptor are the connection's socket's
         return conn
 
     def is_closed(self, conn: Connection) -> bool:
@@ -82,14 +77,15 @@ class MySQLdbDriver(MySQLDriver):
         """As on PyMySQL: a stream closed early in a transaction of its own drops its
         connection rather than read every row left. libmysqlclient reads them when the
         result is freed, so the socket is shut down first: that read ends at once."""
-        if not (exhausted or keep_transaction):
-            inner = cursor.cursor if isinstance(cursor, TextRows) else cursor
-            try:
-                self.cut(inner.connection)
-            except OSError:  # not connected any more: nothing left to read
-                pass
-        dropped = super().close_stream(cursor, exhausted, keep_transaction)
-        return dropped or not (exhausted or keep_transaction)
+        if exhausted or keep_transaction:
+            return super().close_stream(cursor, exhausted, keep_transaction)
+        inner = cursor.cursor if isinstance(cursor, TextRows) else cursor
+        try:
+            self.cut(inner.connection)
+        except OSError:  # not connected any more: nothing left to read
+            pass
+        super().close_stream(cursor, exhausted, keep_transaction)
+        return True
 
 
 @functools.lru_cache(maxsize=None)

@@ -11,13 +11,12 @@ standalone calls written and read with its own internals.
 from __future__ import annotations
 
 import functools
-import socket
 import struct
 from typing import Any, Optional
 
 from ..sqltext import without_terminator
 from ..target import Family
-from ._mysql import MIN_PACKET_LIMIT, MySQLDriver, Side, packet_too_large
+from ._mysql import MIN_PACKET_LIMIT, MySQLDriver, Side, keep_alive, packet_too_large
 from .base import Connection, Cursor, DriverInfo, readable
 from .cancel import shut_down
 from .copy import TextRows
@@ -49,10 +48,7 @@ class PyMySQLDriver(MySQLDriver):
         if "read_timeout" not in self.connect_kwargs:
             conn._read_timeout = None
             conn._sock.settimeout(None)
-        sock = conn._sock  # a peer that vanished without a word is noticed within a minute
-        for option, value in (("TCP_KEEPIDLE", 30), ("TCP_KEEPINTVL", 10), ("TCP_KEEPCNT", 3)):
-            if hasattr(socket, option):
-                sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), value)
+        keep_alive(conn._sock)
         return conn
 
     def is_closed(self, conn: Connection) -> bool:
