@@ -171,13 +171,26 @@ BUILT_HERE = {"MySQLdb": "mysqlclient>=2.2"}
 PIPELINE_VARIANTS = {"psycopg/pipeline=on": "postgresql", "mysql/pipeline=off": "mysql"}
 
 
-def dialect_url(kind: str, dialect: Optional[str]) -> str:
-    """The test server's URL for ``kind``, on the driver ``dialect`` names (None: the
-    family's default): ``postgresql+psycopg://``, ``mysql+mysqldb://``."""
+def with_dialect(url: str, dialect: Optional[str]) -> str:
+    """``url`` on the driver ``dialect`` names (None: as it is): ``postgresql+psycopg://``,
+    ``mysql+mysqldb://``."""
     if dialect is None:
-        return URLS[kind]
-    scheme, rest = URLS[kind].split("://", 1)
+        return url
+    scheme, rest = url.split("://", 1)
     return scheme.split("+")[0] + f"+{dialect}://" + rest
+
+
+def dialect_url(kind: str, dialect: Optional[str]) -> str:
+    """The test server's URL for ``kind``, on the driver ``dialect`` names."""
+    return with_dialect(URLS[kind], dialect)
+
+
+def target_url(driver: str) -> str:
+    """The test server's URL for ``driver`` (a key of TARGETS), its module built first
+    where no extra installs it (mysqlclient)."""
+    if driver == "mysqldb":
+        need_module("MySQLdb")
+    return dialect_url(TARGETS[driver], DIALECTS.get(driver))
 
 
 def need_module(module: str) -> Any:
@@ -226,9 +239,7 @@ def make_target(name: str, tmp_path: Any) -> Target:
     if kind == "sqlite":
         return Target(kind, f"sqlite:///{tmp_path}/test.db")
     require_server(kind)
-    if driver == "mysqldb":
-        need_module("MySQLdb")
-    url = dialect_url(kind, DIALECTS.get(driver))
+    url = target_url(driver)
     if query:
         url += ("&" if "?" in url else "?") + query
     return Target(kind, url, driver)

@@ -26,8 +26,7 @@ import adb.sync
 import adb.tornado
 import adb.twisted
 
-from ..conftest import (CTRL_C, DIALECTS, URLS, dialect_url, loop_reactor, need_module, psycopg_url,
-                        require_server)
+from ..conftest import (CTRL_C, URLS, loop_reactor, psycopg_url, require_server, target_url)
 from ..faults.test_faults import proxy_for, via
 
 
@@ -417,6 +416,9 @@ sys.stdin.readline()  # the test says when the server shows the statement runnin
 }
 DRIVERS = {"psycopg2": "postgresql", "psycopg": "postgresql", "pymysql": "mysql",
            "mysqldb": "mysql"}
+#: each driver's name among conftest's targets (and the endings' sites)
+TARGET_OF = {"psycopg2": "postgresql", "psycopg": "psycopg", "pymysql": "mysql",
+             "mysqldb": "mysqldb"}
 #: a script logs adb's lines (the cancel it sent, or why it could not) with the time
 #: and thread, for the test's message when its statement ran on or left a row
 LOG = ("import logging; logging.basicConfig(level=logging.INFO, "
@@ -431,9 +433,7 @@ class Script:
     def __init__(self, front, driver, proxy=None):
         self.kind = DRIVERS[driver]
         require_server(self.kind)
-        if driver == "mysqldb":
-            need_module("MySQLdb")
-        self.url = dialect_url(self.kind, DIALECTS.get(driver))
+        self.url = target_url(TARGET_OF[driver])
         if proxy is not None:  # a FaultProxy between the script and the server
             self.url = via(proxy, self.url)
         self.table = f"adb_exit_{uuid.uuid4().hex[:10]}"
@@ -733,8 +733,7 @@ class UnitScript(Script):
         from ..endings.site import Site
         self.kind = DRIVERS[driver]
         require_server(self.kind)
-        self.site = Site({"psycopg2": "postgresql", "psycopg": "psycopg", "pymysql": "mysql",
-                          "mysqldb": "mysqldb"}[driver], str(tmp_path))
+        self.site = Site(TARGET_OF[driver], str(tmp_path))
         self.site.create()
         self.site.close_gate()
         self.admin = self.site.admin

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import adb.sync
 
-from ..conftest import DIALECTS, URLS, mysql_thread_id, need_module, require_server
+from ..conftest import DIALECTS, URLS, mysql_thread_id, need_module, require_server, with_dialect
 
 #: driver -> server kind
 KINDS = {"sqlite": "sqlite", "postgresql": "postgresql", "psycopg": "postgresql",
@@ -56,8 +56,7 @@ class Site:
                 server_url = URLS[self.kind]
             if driver in DIALECTS:
                 need_module(DBAPI[driver])
-                scheme, rest = server_url.split("://", 1)
-                server_url = scheme.split("+")[0] + f"+{DIALECTS[driver]}://" + rest
+                server_url = with_dialect(server_url, DIALECTS[driver])
             self.admin_url = server_url
             self.url = (with_query(server_url, application_name=self.table)
                         if self.kind == "postgresql" else server_url)
@@ -226,12 +225,8 @@ def thread_ids(connections: Iterable[Any]) -> list[int]:
     ids = []
     for conn in connections:
         raw = getattr(conn, "raw", conn)
-        if getattr(raw, "_adb_side", None) is not None:
-            ids.append(mysql_thread_id(raw))
-            continue
-        getter: Any = getattr(raw, "thread_id", None) or getattr(conn, "thread_id", None)
         try:
-            ids.append(int(getter()))
+            ids.append(mysql_thread_id(raw if hasattr(raw, "thread_id") else conn))
         except Exception:  # not connected, or not PyMySQL
             pass
     return ids

@@ -32,9 +32,8 @@ from benchmarks import privateserver
 from benchmarks.faultproxy import FaultProxy
 
 from .. import trio_guest
-from ..conftest import (DIALECTS, PIPELINE_VARIANTS, TARGETS, URLS, close, dialect_url, ev,
-                        fronts_fixture, gather_calls, mysql_thread_id, need_module, require_server,
-                        with_pool_options)
+from ..conftest import (PIPELINE_VARIANTS, TARGETS, URLS, close, ev, fronts_fixture, gather_calls,
+                        mysql_thread_id, require_server, target_url, with_pool_options)
 from .ledger import SEEN_LIMIT, Ledger, TokenTable, cut_under_load, fire, load_until, recovers, repeatedly, until
 
 
@@ -85,9 +84,7 @@ def url_of(kind):
     """The URL a fault test's ``Database`` uses: ``kind`` is a key of TARGETS, with the
     URL query after a ``/`` for a pipeline variant (``PIPELINE_VARIANTS``)."""
     driver, _, query = kind.partition("/")
-    if driver == "mysqldb":
-        need_module("MySQLdb")
-    url = dialect_url(server_of(kind), DIALECTS.get(driver))
+    url = target_url(driver)
     return with_query(url, **dict([query.split("=", 1)])) if query else url
 
 
