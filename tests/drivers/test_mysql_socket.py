@@ -16,7 +16,7 @@ def test_a_connection_over_the_servers_unix_socket(module):
     require_server("mysql")
     need_module(module)
     with adb.sync.Database(URLS["mysql"], pool_size=1) as admin:
-        path = admin.runQueryValue("select @@socket")
+        path = str(admin.runQueryValue("select @@socket"))
     if not os.path.exists(path):
         pytest.skip(f"the test server's socket {path} is not on this machine")
     with adb.sync.Database(driver=module, unix_socket=path, user="root", database="test",
