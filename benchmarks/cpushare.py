@@ -8,7 +8,8 @@ server), of the database server's processes on this machine (``DATABASE_PROCESSE
 by the URL's kind; none for SQLite, which runs inside the web server), and of the
 load tool (this process's waited-for children). Divided by the requests served,
 they are each side's CPU per request: what the web scenario reports as
-``cpu_server_us``, ``cpu_db_us`` and ``cpu_load_us`` at each level.
+``cpu_server_us``, ``cpu_db_us`` and ``cpu_load_us`` at each level. ``Machine``
+reads how busy all the cores were meanwhile, whoever ran on them.
 
 Linux only (``/proc``); elsewhere ``available()`` is False and nothing is read.
 """
@@ -60,7 +61,7 @@ def read_stat(path: str) -> Optional[Stat]:
 Process = tuple[int, int]
 
 
-def _seconds(group: int, names: frozenset[str]) -> tuple[dict[Process, float],
+def _seconds(group: Optional[int], names: frozenset[str]) -> tuple[dict[Process, float],
                                                          dict[Process, float]]:
     """CPU seconds so far of each process in ``group``, and of each named ``names``."""
     in_group: dict[Process, float] = {}
@@ -94,10 +95,10 @@ def _children_seconds() -> float:
 
 class Meter:
     """CPU seconds spent between ``start()`` and ``stop()`` by the server's process
-    group ``group``, the database processes of ``kind`` (None: no database process)
+    group ``group`` (None: no server of its own), the database processes of ``kind`` (None: no database process)
     and this process's children that ended meanwhile (the load tool)."""
 
-    def __init__(self, group: int, kind: Optional[str]) -> None:
+    def __init__(self, group: Optional[int], kind: Optional[str]) -> None:
         self.group = group
         self.names = DATABASE_PROCESSES.get(kind or "", frozenset())
         self.server = self.database = self.load = 0.0
@@ -121,3 +122,31 @@ class Meter:
         if self.names:
             shares["cpu_db_us"] = self.database * us
         return shares
+
+
+class Machine:
+    """How busy the machine's CPUs were between ``start()`` and ``stop()``, from the
+    ``cpu`` line of ``/proc/stat``: every process's share, whoever ran it. When a
+    client and its server share the cores and this is near 1, the run is bound by
+    the CPU the two spend per row together, not by either one's latency."""
+
+    def __init__(self) -> None:
+        self.busy = 0.0
+
+    def start(self) -> None:
+        self._ticks = _cpu_ticks()
+
+    def stop(self) -> None:
+        busy, total = (now - then for now, then in zip(_cpu_ticks(), self._ticks))
+        self.busy = busy / total if total > 0 else 0.0
+
+
+def _cpu_ticks() -> tuple[int, int]:
+    """All CPUs' busy ticks and their busy and idle ticks so far (I/O wait is idle;
+    guest time is already inside user time; time stolen by the hypervisor is
+    neither, as this machine did not have it)."""
+    with open("/proc/stat") as stat:
+        user, nice, system, idle, iowait, irq, softirq = (
+            int(field) for field in stat.readline().split()[1:8])
+    busy = user + nice + system + irq + softirq
+    return busy, busy + idle + iowait

@@ -82,6 +82,11 @@ COLUMNS = {
     "cpu_us_per_row": "the client process's CPU time (user + system, every thread, start-up "
                       "included) divided by the rows, in microseconds: what the client costs "
                       "a machine it shares with the server",
+    "db_cpu_us_per_row": "the database server's processes on this machine: their CPU time "
+                         "during the inserts alone divided by the rows, in microseconds",
+    "machine_busy": "how busy all the machine's cores were during the inserts, whoever "
+                    "ran on them (/proc/stat): near 100%, client and server together are "
+                    "bound by the CPU they spend a row",
     "opening_ratio": "the rate over the run's first 0.5 s divided by its whole rate: below 1 "
                      "the system warms up, 1 it starts at full speed (adb's systems only: "
                      "read from the pool's own counter; - for the others)",

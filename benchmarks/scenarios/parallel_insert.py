@@ -14,6 +14,7 @@ from typing import Any, Callable, Optional
 
 import adb.sync
 
+from .. import cpushare
 from ..sql import placeholder
 from ..systems.common import Calls, Figures, RunSpec
 from .base import Scenario, WrongResult
@@ -45,6 +46,7 @@ async def run(calls: Calls, spec: RunSpec) -> Figures:
     rows = params(spec.rows)
     await calls.map(lambda _: calls.query("select 1"), range(spec.pool_size * 2))
     sampler = Sampler(calls.stats) if calls.stats is not None else None
+    meters = Meters.start(spec.kind)
     start = time.perf_counter()
     if sampler is not None:
         sampler.start(start)
@@ -52,13 +54,44 @@ async def run(calls: Calls, spec: RunSpec) -> Figures:
     seconds = time.perf_counter() - start
     figures: Figures = {"seconds": seconds, "ok_calls": len(done),
                         "rows_per_s": spec.rows / seconds}
+    if sampler is not None:
+        figures.update(sampler.figures(seconds, spec.rows))
+    if meters is not None:
+        figures.update(meters.figures(spec.rows))
     if calls.stats is not None:
         stats = calls.stats()
         figures.update(wakeups=stats["wakeups"], polls=stats.get("polls"),
                        largest_batch=stats["largest_batch"])
-    if sampler is not None:
-        figures.update(sampler.figures(seconds, spec.rows))
     return figures
+
+
+class Meters:
+    """Where the burst's CPU went besides the client: the database server's
+    processes on this machine and how busy all the cores were, read around the
+    inserts alone (the client's own CPU is ``cpu_us_per_row``, read by the child).
+    Client and server share this machine's cores: with ``machine_busy`` near 1, the
+    rate is what the cores give for the two sides' CPU per row together."""
+
+    def __init__(self, database: cpushare.Meter, machine: cpushare.Machine) -> None:
+        self.database, self.machine = database, machine
+
+    @classmethod
+    def start(cls, kind: str) -> Optional["Meters"]:
+        """Both meters started, or None where ``/proc`` is not there to read."""
+        if not cpushare.available():
+            return None
+        meters = cls(cpushare.Meter(None, kind), cpushare.Machine())
+        meters.database.start()
+        meters.machine.start()
+        return meters
+
+    def figures(self, rows: int) -> Figures:
+        self.machine.stop()
+        self.database.stop()
+        found: Figures = {"machine_busy": self.machine.busy}
+        if self.database.names:
+            found["db_cpu_us_per_row"] = self.database.database / rows * 1e6
+        return found
 
 
 class Sampler:
@@ -89,7 +122,9 @@ class Sampler:
     def figures(self, seconds: float, rows: int) -> Figures:
         self.stopped.set()
         self.thread.join()
-        curve = [(0.0, 0), *self.samples, (seconds, rows)]
+        # a sample the thread took after the last call came back but before it was
+        # stopped belongs to no part of the run
+        curve = [(0.0, 0), *(s for s in self.samples if s[0] < seconds), (seconds, rows)]
         opening = min(OPENING, seconds)
         reached = _at(curve, opening)
         rate = rows / seconds
@@ -136,4 +171,6 @@ SCENARIO = Scenario(
     fields=(("rows_per_s", "rows/s", "{:,.0f}"), ("seconds", "seconds", "{:.2f}"),
             ("peak_rss_mb", "peak RSS MB", "{:.0f}"),
             ("cpu_us_per_row", "CPU us/row", "{:.0f}"),
+            ("db_cpu_us_per_row", "server CPU us/row", "{:.0f}"),
+            ("machine_busy", "cores busy", "{:.0%}"),
             ("opening_ratio", "first 0.5s", "{:.2f}")))

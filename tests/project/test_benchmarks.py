@@ -141,6 +141,15 @@ def test_tiny_run_of_every_system_and_the_json(kind, tmp_path):
         assert entry["rows_per_s"]["median"] > 0 and entry["peak_rss_mb"]["median"] > 0
         cpu, main = entry["cpu_us_per_row"]["median"], entry["main_cpu_us_per_row"]["median"]
         assert 0 < main <= cpu, (name, main, cpu)  # the main thread is part of the process
+        if name == "threads" or name.startswith("adb"):  # the scenario's own burst
+            assert 0 <= entry["machine_busy"]["median"] <= 1, name
+            # the database server's CPU, where one runs on this machine (not SQLite's)
+            assert ("db_cpu_us_per_row" in entry) == (kind != "sqlite"), name
+    # one run's 203 rows may take less than the kernel's 10 ms tick; all of them do not
+    metered = [entry for entry in document["summary"].values() if "machine_busy" in entry]
+    assert sum(entry["machine_busy"]["median"] for entry in metered) > 0
+    if kind != "sqlite":
+        assert sum(entry["db_cpu_us_per_row"]["median"] for entry in metered) > 0
     for name, reason in document["unavailable"].items():
         assert kind in reason or "not installed" in reason or "PATH" in reason
     if kind != "sqlite":  # everything this project installs runs on the servers
@@ -386,6 +395,37 @@ def test_the_cpu_meter_counts_each_side_and_no_database_it_cannot_see():
     shares = meter.per_request(1000)
     assert set(shares) == {"cpu_server_us", "cpu_load_us"}  # no database of its own kind
     assert shares["cpu_server_us"] == pytest.approx(meter.server * 1000)
+
+
+def test_the_progress_curve_ends_with_the_run_whenever_its_sampler_stops():
+    """A sample the progress thread took after the last call came back, before it
+    was stopped, would put a point past the run's end before the end itself (a
+    curve going back in time): it is left out."""
+    done = {"completed": 0}
+    sampler = pi.Sampler(lambda: done)
+    sampler.stopped.set()  # its thread takes no sample of its own
+    sampler.start(0.0)
+    sampler.samples = [(0.25, 50), (0.75, 120), (1.02, 203)]  # the last after the end
+    figures = sampler.figures(1.0, 203)
+    assert figures["progress"] == [[0.0, 0], [0.25, 50], [0.75, 120], [1.0, 203]]
+    assert figures["opening_ratio"] == pytest.approx(85 / 0.5 / 203)  # 85 done at 0.5 s
+
+
+def test_the_machine_meter_reads_how_busy_all_the_cores_were():
+    """``cpushare.Machine``: a core kept busy while metered shows as at least its
+    share of all the cores (other programs may add to it, never take from it); a
+    meter with nothing to measure reads 0."""
+    from benchmarks import cpushare
+    machine = cpushare.Machine()
+    assert machine.busy == 0.0
+    machine.start()
+    until = time.process_time() + 0.5
+    while time.process_time() < until:  # one core busy for 0.5 s of CPU
+        pass
+    machine.stop()
+    # the whole time this thread could run its core was busy, with it or another;
+    # the kernel counts in ticks (10 ms), hence the margin
+    assert 0.75 / (os.cpu_count() or 1) <= machine.busy <= 1.0, machine.busy
 
 
 def test_the_cpu_meter_counts_only_what_each_process_spent_while_metered():
