@@ -1,7 +1,8 @@
 """Instructions per call, counted by valgrind's callgrind, between source trees.
 
     python -m benchmarks.callgrind --tree A=/path/to/before --tree B=. \\
-        [--fronts sync,asyncio,tornado,twisted,driver] [--dburl URL] [--json out.json]
+        [--fronts sync,asyncio,tornado,twisted,driver,awaiting,executor] [--dburl URL] \\
+        [--json out.json]
 
 Time on a small shared machine is noise; an instruction count is not: callgrind
 counts the instructions a process executes (every thread of it), the same for the
@@ -23,7 +24,12 @@ one call, start-up cancelled out. The fronts:
   one thread: what a call costs without adb, to subtract from the others;
 - ``awaiting``: no database and no adb: N asyncio futures made at once, gathered
   (``asyncio.gather``) and settled by one callback another thread schedules: what
-  awaiting N results costs any asyncio library, which the gathered fronts include.
+  awaiting N results costs any asyncio library, which the gathered fronts include;
+- ``executor``: the standard library's own way to await a blocking call, without
+  adb: the driver's N inserts each handed to a one-thread ``ThreadPoolExecutor``
+  with ``loop.run_in_executor``, made at once and gathered. Less ``driver``, it is
+  what handing a call to a thread and awaiting it costs anyone, to set adb's
+  asyncio front beside.
 
 With ``--dburl`` (a server) the count is the client process's only.
 """
@@ -39,7 +45,7 @@ import sys
 import tempfile
 from typing import Any, NoReturn, Optional, Sequence
 
-FRONTS = ("sync", "asyncio", "tornado", "twisted", "driver", "awaiting")
+FRONTS = ("sync", "asyncio", "tornado", "twisted", "driver", "awaiting", "executor")
 #: the two N of each front (calls made one after another cost less start-up noise)
 COUNTS = {"sync": (1000, 4000), "driver": (1000, 4000)}
 GATHERED = (2000, 8000)
@@ -55,6 +61,10 @@ def _insert(paramstyle: str) -> str:
 def _run(front: str, url: str, calls: int) -> None:
     if front == "driver":
         return _run_driver(url, calls)
+    if front == "executor":
+        import asyncio
+        asyncio.run(_run_executor(url, calls))
+        return None
     if front == "awaiting":
         import asyncio
         asyncio.run(_run_awaiting(calls))
@@ -129,17 +139,39 @@ async def _fresh_table_async(run: Any, loop: Any) -> None:
 
 def _run_driver(url: str, calls: int) -> None:
     """The driver alone, on a connection opened and set up as adb's workers open theirs."""
+    driver, conn, cursor = _driver_cursor(url)
+    sql = _insert(driver.paramstyle)
+    for i in range(calls):
+        cursor.execute(sql, (i, "x"))
+    cursor.close()
+    driver.close(conn)
+
+
+async def _run_executor(url: str, calls: int) -> None:
+    """The driver's inserts through ``run_in_executor`` on one thread, which opens
+    the connection and makes every call on it, gathered as adb's asyncio front is."""
+    import asyncio
+    import concurrent.futures
+    loop = asyncio.get_running_loop()
+    with concurrent.futures.ThreadPoolExecutor(1) as executor:
+        driver, conn, cursor = await loop.run_in_executor(executor, _driver_cursor, url)
+        sql = _insert(driver.paramstyle)
+        await asyncio.gather(*[loop.run_in_executor(executor, cursor.execute, sql, (i, "x"))
+                               for i in range(calls)])
+        await loop.run_in_executor(executor, cursor.close)
+        await loop.run_in_executor(executor, driver.close, conn)
+
+
+def _driver_cursor(url: str) -> tuple[Any, Any, Any]:
+    """The URL's driver, a connection opened as adb's workers open theirs, and a
+    cursor on it, the test table made afresh."""
     from adb import drivers, url as urls
     driver = drivers.load(urls.parse_url(url), None, None)
     conn = driver.connect()
     cursor = conn.cursor()
     cursor.execute("drop table if exists adb_callgrind")
     cursor.execute("create table adb_callgrind (k int, v varchar(10))")
-    sql = _insert(driver.paramstyle)
-    for i in range(calls):
-        cursor.execute(sql, (i, "x"))
-    cursor.close()
-    driver.close(conn)
+    return driver, conn, cursor
 
 
 def child(spec: dict[str, Any]) -> NoReturn:
