@@ -35,9 +35,10 @@ def query(cursor: Cursor, driver: Driver, sql: Any, params: Any,
         cursor.execute(sql)
     else:
         cursor.execute(sql, params)
-    if cursor.description is None:
+    description = cursor.description  # read once: some drivers build it at every read
+    if description is None:
         return []
-    return row_factory(cursor.description, driver.fetchall(cursor))
+    return row_factory(description, driver.fetchall(cursor))
 
 
 def query_row(cursor: Cursor, driver: Driver, sql: Any, params: Any,

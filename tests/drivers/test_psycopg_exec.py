@@ -107,6 +107,38 @@ def test_rows_written_and_counted_as_psycopg_counts_them(conninfo):
         assert outcomes[3][1] is psycopg.errors.UniqueViolation
 
 
+def test_the_description_is_built_once_per_result_and_anew_for_the_next(conninfo):
+    """psycopg builds ``description`` afresh at every read; this cursor keeps it for
+    the result it was built from, and the next statement's, or the next result set's,
+    is its own, as on psycopg's cursor."""
+    blocking = _blocking()
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute("create temp table described (a int)")
+        theirs, ours = psycopg.Cursor(conn), blocking(conn)
+        steps = [("execute", "select %s::int as a, %s::text as b", (1, "x")),
+                 ("execute", "select 1 as only", None),
+                 ("execute", "set application_name to 'described'", None),
+                 ("execute", "select %s::int as c", (3,)),
+                 ("execute", "select 1 as first; select 2 as second, 3 as third", None),
+                 ("nextset", None, None),
+                 ("execute", "insert into described values (%s)", (1,))]
+        for step, sql, params in steps:
+            seen = []
+            for cursor in (theirs, ours):
+                if step == "nextset":
+                    cursor.nextset()
+                else:
+                    cursor.execute(sql, params)
+                described = cursor.description
+                seen.append(None if described is None else [c.name for c in described])
+            assert seen[0] == seen[1], (sql, seen)
+            if seen[1] is None:
+                assert ours.description is None
+            else:
+                assert ours.description is ours.description  # kept, not built again
+        assert seen[1] is None
+
+
 def test_psycopg_still_prepares_a_statement_run_often(conninfo):
     """``prepare_threshold`` decides, as on psycopg's own path: prepared on the server
     after that many runs, never with None."""
