@@ -6,7 +6,7 @@ connections get the cursor unless the application names its own."""
 import datetime
 import decimal
 import uuid
-from typing import Any
+from typing import Any, Optional
 
 import psycopg
 import pytest
@@ -115,17 +115,19 @@ def test_the_description_is_built_once_per_result_and_anew_for_the_next(conninfo
     with psycopg.connect(conninfo, autocommit=True) as conn:
         conn.execute("create temp table described (a int)")
         theirs, ours = psycopg.Cursor(conn), blocking(conn)
-        steps = [("execute", "select %s::int as a, %s::text as b", (1, "x")),
-                 ("execute", "select 1 as only", None),
-                 ("execute", "set application_name to 'described'", None),
-                 ("execute", "select %s::int as c", (3,)),
-                 ("execute", "select 1 as first; select 2 as second, 3 as third", None),
-                 ("nextset", None, None),
-                 ("execute", "insert into described values (%s)", (1,))]
-        for step, sql, params in steps:
+        # a statement and its parameters, or None: the next result set
+        steps: list[tuple[Optional[str], Any]] = [
+            ("select %s::int as a, %s::text as b", (1, "x")),
+            ("select 1 as only", None),
+            ("set application_name to 'described'", None),
+            ("select %s::int as c", (3,)),
+            ("select 1 as first; select 2 as second, 3 as third", None),
+            (None, None),
+            ("insert into described values (%s)", (1,))]
+        for sql, params in steps:
             seen = []
             for cursor in (theirs, ours):
-                if step == "nextset":
+                if sql is None:
                     cursor.nextset()
                 else:
                     cursor.execute(sql, params)
