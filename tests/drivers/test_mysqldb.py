@@ -79,3 +79,61 @@ def test_a_child_forked_during_a_call_points_its_copy_of_the_socket_away(url):
         assert result["rows"] == [(0, 7)]
         assert db.runQueryValue("select connection_id()") == ident  # the same session
         assert db.stats()["connects"] == 1
+
+
+def _results(cursor) -> list[object]:
+    """Every result set of the cursor's last statement, as mysqlclient gives them."""
+    seen: list[object] = [cursor.fetchall() if cursor.description else cursor.rowcount]
+    while cursor.nextset():
+        seen.append(cursor.fetchall() if cursor.description else cursor.rowcount)
+    return seen
+
+
+def test_the_c_client_is_asked_for_a_next_result_only_when_one_is_left(url):
+    """mysqlclient's cursors ask for the next result before each statement and when
+    they close, and its ``next_result`` lets go of the GIL even with none left (a
+    wait for the GIL each time beside a busy loop thread). adb's connection asks
+    the C client only when the server said a result is left: never for a plain
+    statement; a procedure's results all come, as on mysqlclient's own connection."""
+    import MySQLdb.connections
+
+    from adb import drivers
+    from adb.drivers.mysqldb import adb_connection
+    from adb.url import parse_url
+
+    asked: list[bool] = []
+
+    class Recording(MySQLdb.connections.Connection):
+        def next_result(self) -> int:  # what reaches the C client's
+            asked.append(True)
+            return int(super().next_result())
+
+    driver = drivers.load(parse_url(url), None, None)
+    ours = adb_connection(Recording)(*driver.connect_args, **driver.connect_kwargs)
+    theirs = MySQLdb.connections.Connection(*driver.connect_args, **driver.connect_kwargs)
+    try:
+        setup = theirs.cursor()
+        setup.execute("drop procedure if exists adb_two_sets")
+        setup.execute("create procedure adb_two_sets() begin select 1; select 2, 3; end")
+        setup.close()
+        for statement, expected in (("select %s, %s", [((1, 2),)]), ("do %s + %s", [0])):
+            cursor = ours.cursor()
+            cursor.execute(statement, (1, 2))
+            assert _results(cursor) == expected
+            cursor.close()
+        assert asked == []  # before, after and at close of each: never needed
+        outcomes = []
+        for conn in (theirs, ours):
+            cursor = conn.cursor()
+            cursor.execute("call adb_two_sets()")
+            outcomes.append(_results(cursor))
+            cursor.close()
+        assert outcomes[0] == outcomes[1] and outcomes[1][:2] == [((1,),), ((2, 3),)]
+        assert len(asked) == len(outcomes[1]) - 1  # once per result left
+        cursor = ours.cursor()  # and the connection serves on
+        cursor.execute("select %s", (7,))
+        assert cursor.fetchall() == ((7,),)
+    finally:
+        theirs.cursor().execute("drop procedure if exists adb_two_sets")
+        ours.close()
+        theirs.close()
