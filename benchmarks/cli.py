@@ -401,7 +401,7 @@ def show(outcome: Outcome) -> None:
     for name, found in env.get("interpreters", {}).items():
         print(f"  @{name}: Python {found['python']} ({found['executable']})"
               + (", free-threaded, GIL " + ("on" if found["gil_enabled"] else "off")
-                 if found["free_threaded"] else ""))
+                 if found["free_threaded"] else "") + f", adb from {found['adb']}")
     print(outcome.text)
 
 

@@ -6,19 +6,26 @@ An interpreter is a property of one run of one system (``harness.Entry``), not o
 the whole benchmark: the parent (options, preparation, verification, the report)
 stays on the interpreter that started it, and only the processes it starts for a
 system (``benchmarks.child``, ``benchmarks.webserver``) run on the named one. Those
-import ``benchmarks`` and ``adb`` from where this process imports them (the
-checkout), through ``PYTHONPATH``; the drivers and frameworks must be installed in
-the other interpreter itself. ``probe`` asks it, before any work, what it is and
-what it can run (``python -m benchmarks.child --probe``).
+import this run's ``benchmarks`` through ``PYTHONPATH``, and adb from the
+interpreter's own installation where it has one (a venv with a wheel of another
+commit: two builds of adb side by side in one run), else from where this process
+imports it (the checkout, for a bare free-threaded build). The drivers and
+frameworks must be installed in the other interpreter itself. ``probe`` asks it,
+before any work, what it is, which adb it runs and what it can run (``python -m
+benchmarks.child --probe``).
 """
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
+import functools
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from typing import Any, Optional
 
 import adb
@@ -48,12 +55,40 @@ class Interpreter:
 
     def env(self) -> Optional[dict[str, str]]:
         """The environment of its processes: this one's, with ``PYTHONPATH`` leading
-        to this run's ``benchmarks`` and ``adb`` (None, for this interpreter: the
+        to this run's ``benchmarks``, and to this run's ``adb`` too unless the
+        interpreter has an adb of its own (None, for this interpreter: the
         environment as it is)."""
         if not self.name:
             return None
-        paths = [*SOURCES, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+        sources = [_benchmarks_only()] if own_adb(self.path) else list(SOURCES)
+        paths = [*sources, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
         return {**os.environ, "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths))}
+
+
+@functools.lru_cache(maxsize=None)
+def own_adb(path: str) -> Optional[str]:
+    """Where the interpreter at ``path`` imports adb from by itself (isolated: no
+    ``PYTHONPATH``, no current directory), or None if it has none."""
+    try:
+        proc = subprocess.run([path, "-I", "-c", "import adb; print(adb.__file__)"],
+                              capture_output=True, text=True, timeout=60,
+                              cwd=tempfile.gettempdir())
+    except (OSError, subprocess.SubprocessError):
+        return None  # the probe says why it cannot run
+    found = proc.stdout.strip()
+    return os.path.dirname(found) if proc.returncode == 0 and found else None
+
+
+@functools.lru_cache(maxsize=None)
+def _benchmarks_only() -> str:
+    """A directory holding nothing but a link to this run's ``benchmarks``: on
+    ``PYTHONPATH`` it cannot put another adb (a checkout's, beside ``benchmarks``)
+    before the interpreter's own."""
+    where = tempfile.mkdtemp(prefix="adb-bench-path-")
+    atexit.register(shutil.rmtree, where, ignore_errors=True)
+    package = os.path.dirname(os.path.abspath(__file__))
+    os.symlink(package, os.path.join(where, os.path.basename(package)))
+    return where
 
 
 #: the interpreter running the benchmark

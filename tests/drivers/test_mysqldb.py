@@ -9,6 +9,7 @@ and id and the fork hook's socket, is read when the connection opens."""
 import os
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -95,22 +96,23 @@ def test_the_c_client_is_asked_for_a_next_result_only_when_one_is_left(url):
     wait for the GIL each time beside a busy loop thread). adb's connection asks
     the C client only when the server said a result is left: never for a plain
     statement; a procedure's results all come, as on mysqlclient's own connection."""
-    import MySQLdb.connections
+    import importlib
 
     from adb import drivers
     from adb.drivers.mysqldb import adb_connection
     from adb.url import parse_url
 
+    connections = importlib.import_module("MySQLdb.connections")  # no types of its own
     asked: list[bool] = []
 
-    class Recording(MySQLdb.connections.Connection):
-        def next_result(self) -> int:  # what reaches the C client's
-            asked.append(True)
-            return int(super().next_result())
+    def next_result(self: Any) -> int:  # what reaches the C client's
+        asked.append(True)
+        return int(connections.Connection.next_result(self))
+    recording = type("Recording", (connections.Connection,), {"next_result": next_result})
 
     driver = drivers.load(parse_url(url), None, None)
-    ours = adb_connection(Recording)(*driver.connect_args, **driver.connect_kwargs)
-    theirs = MySQLdb.connections.Connection(*driver.connect_args, **driver.connect_kwargs)
+    ours = adb_connection(recording)(*driver.connect_args, **driver.connect_kwargs)
+    theirs = connections.Connection(*driver.connect_args, **driver.connect_kwargs)
     try:
         setup = theirs.cursor()
         setup.execute("drop procedure if exists adb_two_sets")

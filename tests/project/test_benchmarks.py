@@ -273,6 +273,39 @@ def test_python_runs_every_system_once_per_named_interpreter(tmp_path):
     assert found["one"]["python"] == sys.version.split()[0] and not found["one"]["driver_missing"]
 
 
+def test_a_named_interpreter_runs_its_own_adb_where_it_has_one(tmp_path):
+    """Two builds of adb side by side in one run: an interpreter with an adb of its
+    own (a venv holding another commit's wheel) runs that one, with this run's
+    ``benchmarks``; one without (a bare build) runs this run's adb. Every named
+    interpreter used to run this run's adb, so two wheels compared were one."""
+    import shutil
+
+    import benchmarks
+    from benchmarks import interpreters
+
+    def venv(name):
+        path = tmp_path / name
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True)
+        python = str(path / "bin" / "python")
+        site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+        return python, site
+    bare, _ = venv("bare")
+    own, site = venv("own")
+    shutil.copytree(os.path.dirname(adb.__file__), os.path.join(site, "adb"),
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    assert interpreters.own_adb(bare) is None
+    assert interpreters.own_adb(own) == os.path.join(site, "adb")
+    for python, expected in ((bare, os.path.dirname(adb.__file__)), (own, os.path.join(site, "adb"))):
+        env = interpreters.Interpreter("x", python).env()
+        found = subprocess.run(
+            [python, "-c", "import adb, benchmarks; print(adb.__file__); print(benchmarks.__file__)"],
+            env=env, cwd=tmp_path, capture_output=True, text=True, check=True).stdout.split()
+        assert os.path.realpath(os.path.dirname(found[0])) == os.path.realpath(expected), python
+        assert os.path.realpath(os.path.dirname(found[1])) == \
+            os.path.realpath(os.path.dirname(benchmarks.__file__))
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--python", "gone=/no/such/python"],
      "--python gone=/no/such/python: cannot run it: [Errno 2] No such file or directory"),
