@@ -95,8 +95,9 @@ def _children_seconds() -> float:
 
 class Meter:
     """CPU seconds spent between ``start()`` and ``stop()`` by the server's process
-    group ``group`` (None: no server of its own), the database processes of ``kind`` (None: no database process)
-    and this process's children that ended meanwhile (the load tool)."""
+    group ``group`` (None: no server of its own), the database processes of ``kind``
+    (None: no database process) and this process's children that ended meanwhile
+    (the load tool)."""
 
     def __init__(self, group: Optional[int], kind: Optional[str]) -> None:
         self.group = group
@@ -142,9 +143,9 @@ class Machine:
 
 
 def _cpu_ticks() -> tuple[int, int]:
-    """All CPUs' busy ticks and their busy and idle ticks so far (I/O wait is idle;
-    guest time is already inside user time; time stolen by the hypervisor is
-    neither, as this machine did not have it)."""
+    """All CPUs' busy ticks, and their busy and idle ticks together, so far. I/O wait
+    counts as idle; guest time is already inside user time; time a virtual
+    machine's host took (steal) counts as neither."""
     with open("/proc/stat") as stat:
         user, nice, system, idle, iowait, irq, softirq = (
             int(field) for field in stat.readline().split()[1:8])

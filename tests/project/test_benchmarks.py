@@ -287,8 +287,9 @@ def test_a_named_interpreter_runs_its_own_adb_where_it_has_one(tmp_path):
         path = tmp_path / name
         subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True)
         python = str(path / "bin" / "python")
-        site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                              capture_output=True, text=True, check=True).stdout.strip()
+        ask = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+        site = subprocess.run([python, "-c", ask], capture_output=True, text=True,
+                              check=True).stdout.strip()
         return python, site
     bare, _ = venv("bare")
     own, site = venv("own")
@@ -296,11 +297,12 @@ def test_a_named_interpreter_runs_its_own_adb_where_it_has_one(tmp_path):
                     ignore=shutil.ignore_patterns("__pycache__"))
     assert interpreters.own_adb(bare) is None
     assert interpreters.own_adb(own) == os.path.join(site, "adb")
-    for python, expected in ((bare, os.path.dirname(adb.__file__)), (own, os.path.join(site, "adb"))):
+    ask = "import adb, benchmarks; print(adb.__file__); print(benchmarks.__file__)"
+    for python, expected in ((bare, os.path.dirname(adb.__file__)),
+                             (own, os.path.join(site, "adb"))):
         env = interpreters.Interpreter("x", python).env()
         found = subprocess.run(
-            [python, "-c", "import adb, benchmarks; print(adb.__file__); print(benchmarks.__file__)"],
-            env=env, cwd=tmp_path, capture_output=True, text=True, check=True).stdout.split()
+            [python, "-c", ask], env=env, cwd=tmp_path, capture_output=True, text=True, check=True).stdout.split()
         assert os.path.realpath(os.path.dirname(found[0])) == os.path.realpath(expected), python
         assert os.path.realpath(os.path.dirname(found[1])) == \
             os.path.realpath(os.path.dirname(benchmarks.__file__))
