@@ -103,7 +103,7 @@ class AsyncioFrontEnd(LoopFrontEnd["asyncio.Future[Any]"]):
     def handback(self, after: Optional[Callable[[], None]],
                  saturated: Callable[[], bool]) -> Handback:
         return FutureHandback(self.call_soon_threadsafe, self.settle, after, self.call_later,
-                              saturated)
+                              saturated, self.call_soon)
 
     @staticmethod
     def settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
@@ -129,6 +129,12 @@ class AsyncioFrontEnd(LoopFrontEnd["asyncio.Future[Any]"]):
         if loop is None:
             raise RuntimeError("no event loop bound yet")
         return loop.call_soon_threadsafe(fn)
+
+    def call_soon(self, fn: Callable[[], None]) -> asyncio.Handle:
+        loop = self.loop  # loop thread only: the hand-back's next turn
+        if loop is None:
+            raise RuntimeError("no event loop bound yet")
+        return loop.call_soon(fn)
 
     def call_later(self, seconds: float, fn: Callable[..., None],
                    *args: Any) -> asyncio.TimerHandle:

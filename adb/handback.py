@@ -28,7 +28,8 @@ no throughput. The first drain that finds the pool no longer busy clears the fla
 before it empties the deque, exactly as above, and signalling resumes.
 
 One drain settles at most ``MOST_PER_TURN`` results; the rest wait for the loop's
-next turn (``later(0, ...)``), which settles the next share (a signal's drain, the
+next turn (``soon(...)`` where the front-end has it, else ``later(0, ...)``), which
+settles the next share (a signal's drain, the
 saturation timer's and the next turn's may meet in one turn, each with its share).
 Settling is cheap, but each settled future runs its caller on, and behind a web
 server that means writing an answer, after which the next request arrives. Settling
@@ -116,14 +117,19 @@ class BatchedHandback:
     ``after()``, if given, once after each batch. With ``later(seconds, fn)`` (loop
     thread only: ``loop.call_later``, ``reactor.callLater``) and ``busy()``, the
     loop drains on a timer instead of being woken while ``busy()`` holds; with
-    ``later``, a drain settles at most ``MOST_PER_TURN`` results and ``later(0, ...)``
-    settles the rest on the loop's next turns.
+    ``later``, a drain settles at most ``MOST_PER_TURN`` results and the loop's next
+    turns settle the rest: through ``soon(fn)`` where given (loop thread only:
+    ``loop.call_soon``), else ``later(0, fn)``. On asyncio's own loop both run in the
+    next turn, after its poll (the timer after that poll's callbacks, ``call_soon``
+    before them), and the timer costs a ``TimerHandle`` and a heap push and pop more;
+    uvloop makes ``call_later(0)`` a ``call_soon`` itself.
     """
 
     def __init__(self, schedule: Callable[[Callable[[], None]], Any], settle: Settle,
                  after: Optional[Callable[[], None]] = None,
                  later: Optional[Callable[[float, Callable[[], None]], Any]] = None,
-                 busy: Optional[Callable[[], bool]] = None) -> None:
+                 busy: Optional[Callable[[], bool]] = None,
+                 soon: Optional[Callable[[Callable[[], None]], Any]] = None) -> None:
         self._after = after  # called on the loop thread after each drain
         self._pending: deque[Result] = deque()
         self._scheduled = False
@@ -134,6 +140,7 @@ class BatchedHandback:
         self._schedule = schedule
         self._settle = settle
         self._later = later
+        self._soon = soon  # the next turn's settling, where the loop offers it
         self._busy = busy if later is not None else None
         self.wakeups = 0  # drains a worker's signal caused
         self.polls = 0    # drains the saturation timer caused
@@ -228,15 +235,19 @@ class BatchedHandback:
 
     def _settle_turn(self, most: int) -> None:
         """Settle ``most`` queued results at most, and have the loop's next turn settle
-        the next share of what is left (loop thread)."""
+        the next share of what is left (loop thread). The next share is asked for
+        after ``after()``, so that a caller it let in (``wait_for_room``) runs before
+        that share is settled, as it would before a timer's."""
         count = self._settle_each(most)
         self.settled += count
         if count > self.largest_batch:
             self.largest_batch = count
-        if self._pending and self._rest is None and self._later is not None:
-            self._rest = self._later(0, self._next_turn)
         if self._after is not None:
             self._after()
+        if self._pending and self._rest is None and self._later is not None:
+            soon = self._soon
+            self._rest = self._later(0, self._next_turn) if soon is None \
+                else soon(self._next_turn)
 
     def _next_turn(self) -> None:
         """The loop's next turn: settle the next share (loop thread)."""

@@ -15,7 +15,7 @@ from collections.abc import Sized
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence
 
 from .interaction import RUNNING
-from .rows import RowFactory
+from .rows import RowFactory, tuple_row
 
 if TYPE_CHECKING:
     from typing import Concatenate
@@ -35,34 +35,45 @@ def query(cursor: Cursor, driver: Driver, sql: Any, params: Any,
         cursor.execute(sql)
     else:
         cursor.execute(sql, params)
-    description = cursor.description  # read once: some drivers build it at every read
-    if description is None:
+    if not returns_rows(cursor, driver):
         return []
-    return row_factory(description, driver.fetchall(cursor))
+    rows = driver.fetchall(cursor)
+    # tuples, the default, need no description: psycopg 3 builds one at every read
+    return row_factory(None if row_factory is tuple_row else cursor.description, rows)
 
 
 def query_row(cursor: Cursor, driver: Driver, sql: Any, params: Any,
               row_factory: RowFactory) -> Any:
     """Execute and give the first row (shaped by the row factory), or None."""
-    row = _first_row(cursor, sql, params)
-    return None if row is None else row_factory(cursor.description, [row])[0]
+    row = _first_row(cursor, driver, sql, params)
+    if row is None:
+        return None
+    return row_factory(None if row_factory is tuple_row else cursor.description, [row])[0]
 
 
 def query_value(cursor: Cursor, driver: Driver, sql: Any, params: Any,
                 row_factory: Optional[RowFactory] = None) -> Any:
     """Execute and give the first column of the first row, or None (``row_factory``
     unused: no row is shaped)."""
-    row = _first_row(cursor, sql, params)
+    row = _first_row(cursor, driver, sql, params)
     return None if row is None else row[0]
 
 
-def _first_row(cursor: Cursor, sql: Any, params: Any) -> Any:
+def _first_row(cursor: Cursor, driver: Driver, sql: Any, params: Any) -> Any:
     """Execute; the first row, or None (none, or a statement that returns no rows)."""
     if params is None:
         cursor.execute(sql)
     else:
         cursor.execute(sql, params)
-    return None if cursor.description is None else cursor.fetchone()
+    return cursor.fetchone() if returns_rows(cursor, driver) else None
+
+
+def returns_rows(cursor: Cursor, driver: Driver) -> bool:
+    """Whether the cursor's last statement returned rows (a description), asked
+    of the driver where it can tell without building the description (after every
+    call: here, and when the session keeps the cursor for the next)."""
+    test = driver.returns_rows
+    return cursor.description is not None if test is None else test(cursor)
 
 
 def operation(cursor: Cursor, driver: Driver, sql: Any, params: Any,
@@ -75,7 +86,7 @@ def operation(cursor: Cursor, driver: Driver, sql: Any, params: Any,
     else:
         cursor.execute(sql, params)
     count: int = cursor.rowcount
-    if count < 0 and cursor.description is not None:
+    if count < 0 and returns_rows(cursor, driver):
         count = sum(1 for _ in iter(cursor.fetchone, None))
     return count
 

@@ -26,7 +26,8 @@ class Batch(NamedTuple):
 
 
 def tuple_row(description: Any, rows: Sequence[Any]) -> list[Any]:
-    """Rows as the driver returns them (tuples), in a list."""
+    """Rows as the driver returns them (tuples), in a list. ``description`` is not
+    read: adb passes None here rather than have the driver build one."""
     return rows if isinstance(rows, list) else list(rows)
 
 

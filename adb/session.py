@@ -402,7 +402,7 @@ class Session:
 
     def _keep_spare(self, conn: Connection, cursor: Cursor) -> None:
         """Keep ``cursor`` for the next call if it holds no result set, else close it."""
-        if cursor.description is None:
+        if not ops.returns_rows(cursor, self._driver):
             self._spare = (conn, cursor)
         else:
             _close_cursor(cursor)

@@ -34,6 +34,9 @@ from typing import Any, Optional
 #: the cursor methods the blocking execute calls (and an instance's ``_pgconn``)
 _NEEDED = ("_start_query", "_convert_query", "_get_prepared", "_check_results",
            "_set_results")
+#: the result statuses whose statement returned rows, though with no field
+#: (psycopg's ``description`` test: ``select;`` has a description of no columns)
+_WITH_TUPLES = ("TUPLES_OK", "SINGLE_TUPLE", "TUPLES_CHUNK")
 _MADE: dict[Any, Optional[type]] = {}  # dbapi module -> its BlockingCursor (None: unavailable)
 
 
@@ -53,15 +56,19 @@ def blocking_cursor(dbapi: Any) -> Optional[type]:
         pass
     else:
         base = dbapi.Cursor
+        statuses = dbapi.pq.ExecStatus
+        tuples = frozenset(getattr(statuses, name) for name in _WITH_TUPLES
+                           if hasattr(statuses, name))
         if all(hasattr(base, name) for name in _NEEDED):
             made = _make(base, (str, bytes, composable), prepare_enum.NO,
-                         prepare_enum.SHOULD, fatal_error, no_traceback, error_from_result)
+                         prepare_enum.SHOULD, fatal_error, no_traceback, error_from_result,
+                         tuples)
     _MADE[dbapi] = made
     return made
 
 
 def _make(base: Any, statements: tuple[type, ...], no: Any, should: Any, fatal_error: Any,
-          no_traceback: Any, error_from_result: Any) -> type:
+          no_traceback: Any, error_from_result: Any, tuples: frozenset[Any]) -> type:
     """The cursor class, made once per psycopg module (its names bound here)."""
 
     class BlockingCursor(base):  # type: ignore[misc,unused-ignore]
@@ -85,6 +92,13 @@ def _make(base: Any, statements: tuple[type, ...], no: Any, should: Any, fatal_e
             description = super().description
             self._adb_described = None if result is None else (result, description)
             return description
+
+        def returns_rows(self) -> bool:
+            """``description is not None``, told from the result itself without
+            building the description (the driver's ``returns_rows``: adb shapes rows
+            as tuples by default, which needs none)."""
+            result = self.pgresult
+            return result is not None and bool(result.nfields or result.status in tuples)
 
         def execute(self, query: Any, params: Any = None, *, prepare: Optional[bool] = None,
                     binary: Optional[bool] = None) -> Any:

@@ -117,6 +117,10 @@ class Driver:
     max_pool_size_reason = ""
     #: the poolers the driver knows how to work through (``Database(pooler=...)``)
     poolers: frozenset[Pooler] = frozenset()
+    #: whether adb's cursor's last statement returned rows, told without building its
+    #: ``description`` (which psycopg 3 builds at every read); None: adb reads
+    #: ``description is not None``, cheap on the other drivers
+    returns_rows: Optional[Callable[[Cursor], bool]] = None
 
     # -- capabilities: each an object the driver offers, or None -------------------------
 

@@ -76,9 +76,11 @@ class PsycopgDriver(Driver):
         self.pipelines = PsycopgPipelines(self) if cursor is self.dbapi.Cursor else None
         #: the cursor connections get where none was asked for: a statement's one
         #: blocking call (``_psycopg_exec``); empty where psycopg's own Cursor serves
-        blocking = None if "cursor_factory" in self.connect_kwargs \
+        blocking: Any = None if "cursor_factory" in self.connect_kwargs \
             else blocking_cursor(self.dbapi)
         self._cursor_factory = {} if blocking is None else {"cursor_factory": blocking}
+        if blocking is not None:  # adb's own cursor: its result tells whether rows came
+            self.returns_rows = blocking.returns_rows
 
     @classmethod
     def keywords(cls, dbapi: Any) -> frozenset[str]:

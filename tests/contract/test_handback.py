@@ -154,15 +154,29 @@ def test_saturated_pool_is_drained_by_timer_not_by_signals():
     assert rec.settled[-1][0] == "c" and handback.wakeups == 2 and rec.timers == []
 
 
-async def test_a_turn_of_the_loop_settles_a_share_and_serves_its_other_work_between():
+@pytest.mark.parametrize("next_turn", ["call_later", "call_soon", "front-end"])
+async def test_a_turn_of_the_loop_settles_a_share_and_serves_its_other_work_between(
+        next_turn, monkeypatch):
     """Ten results back at once are settled a few per turn of the loop, with the loop's
     other work (here a callback that reschedules itself every turn, as a socket's read
     would come) run between the shares: a web server's loop accepts and reads between
-    them instead of after all of them."""
+    them instead of after all of them. The same whether the next turn is asked for with
+    a timer (``later(0, ...)``), with ``call_soon``, or as the asyncio front-end asks."""
     from adb.asyncio import AsyncioFrontEnd, FutureHandback
     loop = asyncio.get_running_loop()
-    handback = FutureHandback(loop.call_soon_threadsafe, AsyncioFrontEnd.settle, None,
-                              loop.call_later, lambda: False)
+    timers: list[float] = []  # the loop's call_later, recorded
+    timer = loop.call_later
+
+    def recorded(delay, *args, **kwargs):
+        timers.append(delay)
+        return timer(delay, *args, **kwargs)
+    monkeypatch.setattr(loop, "call_later", recorded)
+    if next_turn == "front-end":
+        handback = AsyncioFrontEnd(loop).handback(None, lambda: False)
+    else:
+        soon = loop.call_soon if next_turn == "call_soon" else None
+        handback = FutureHandback(loop.call_soon_threadsafe, AsyncioFrontEnd.settle, None,
+                                  loop.call_later, lambda: False, soon)
     futures = [loop.create_future() for _ in range(10)]
     seen: list[int] = []  # how many were settled, at each turn of the loop
 
@@ -182,6 +196,39 @@ async def test_a_turn_of_the_loop_settles_a_share_and_serves_its_other_work_betw
     shares = [*range(MOST_PER_TURN, 10, MOST_PER_TURN), 10]  # 4, 8, 10: a turn each
     assert sorted(set(seen)) == shares, seen
     assert handback.largest_batch == MOST_PER_TURN
+    # a timer a share with call_later; none where the loop's call_soon is used
+    assert timers == ([0, 0] if next_turn == "call_later" else []), timers
+
+
+class Soon(Timer):
+    """A loop double with ``call_soon`` besides its timer: ``soon`` records too."""
+
+    def __init__(self):
+        super().__init__()
+        self.soon_calls = []
+
+    def soon(self, fn):
+        self.soon_calls.append(fn)
+        return Cancellable(self.soon_calls, fn)
+
+
+def test_next_turns_are_asked_for_with_soon_where_the_loop_has_it():
+    """Given ``soon``, the shares left after a drain are settled through it, one share
+    a call, and no zero-second timer is made; ``stop`` cancels a pending one and
+    settles the rest itself."""
+    rec = Soon()
+    rec.busy = False
+    handback = BatchedHandback(rec.schedule, rec.settle, later=rec.later,
+                               busy=lambda: rec.busy, soon=rec.soon)
+    for i in range(10):
+        handback(i, True, i)
+    rec.scheduled.pop()()
+    assert len(rec.settled) == MOST_PER_TURN and rec.timers == []
+    assert len(rec.soon_calls) == 1
+    rec.soon_calls.pop()()
+    assert len(rec.settled) == 2 * MOST_PER_TURN and len(rec.soon_calls) == 1
+    handback.stop()  # the pending next turn is cancelled; stop settles what is left
+    assert rec.soon_calls == [] and [f for f, ok, v in rec.settled] == list(range(10))
 
 
 def test_signal_sent_as_polling_began_settles_without_a_second_timer():

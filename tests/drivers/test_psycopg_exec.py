@@ -141,6 +141,43 @@ def test_the_description_is_built_once_per_result_and_anew_for_the_next(conninfo
         assert seen[1] is None
 
 
+def test_returns_rows_says_what_a_description_would(conninfo):
+    """``returns_rows`` answers ``description is not None`` from the result alone,
+    after every kind of statement: rows, none, no columns (``select;``), a command, a
+    failure, a second result set; and adb's tuple rows are shaped without building
+    the description, while a dict row factory still reads it."""
+    from adb import ops, rows
+    blocking = _blocking()
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute("create temp table told (a int)")
+        cursor = blocking(conn)
+        steps: list[tuple[Optional[str], Any]] = [
+            ("select %s::int as a", (1,)), ("select 1 where %s", (False,)),
+            ("select", None), ("insert into told values (%s)", (1,)),
+            ("insert into told values (%s) returning a", (2,)), ("set timezone to 'UTC'", None),
+            ("select 1; insert into told values (3)", None), (None, None)]
+        for sql, params in steps:
+            if sql is None:
+                cursor.nextset()
+            else:
+                cursor.execute(sql, params)
+            told = blocking.returns_rows(cursor)
+            assert told is (cursor.description is not None), sql
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            cursor.execute("select 1 / %s", (0,))
+        assert blocking.returns_rows(cursor) is (cursor.description is not None)
+        with adb.sync.Database(psycopg_url(), pool_size=1) as db:
+            driver = db._engine.driver
+        assert driver.returns_rows is blocking.returns_rows
+        fresh = blocking(conn)
+        got = ops.query(fresh, driver, "select %s::int as a", (7,), rows.tuple_row)
+        assert got == [(7,)] and fresh._adb_described is None  # never built
+        got = ops.query(fresh, driver, "select %s::int as a", (8,), rows.dict_row)
+        assert got == [{"a": 8}] and fresh._adb_described is not None
+        assert ops.query(fresh, driver, "insert into told values (%s)", (4,),
+                         rows.dict_row) == []
+
+
 def test_psycopg_still_prepares_a_statement_run_often(conninfo):
     """``prepare_threshold`` decides, as on psycopg's own path: prepared on the server
     after that many runs, never with None."""
