@@ -43,7 +43,7 @@ FAILING: list[tuple[str, Any]] = [
 ]
 
 
-def _blocking() -> type:
+def _blocking() -> Any:
     made = blocking_cursor(psycopg)
     assert made is not None
     return made
