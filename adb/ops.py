@@ -54,9 +54,15 @@ def query_row(cursor: Cursor, driver: Driver, sql: Any, params: Any,
 def query_value(cursor: Cursor, driver: Driver, sql: Any, params: Any,
                 row_factory: Optional[RowFactory] = None) -> Any:
     """Execute and give the first column of the first row, or None (``row_factory``
-    unused: no row is shaped)."""
+    unused: no row is shaped). A row of no column (PostgreSQL's ``select;``) has no
+    value to give: a ValueError says so, where indexing it raised a bare IndexError."""
     row = _first_row(cursor, driver, sql, params)
-    return None if row is None else row[0]
+    if row is None:
+        return None
+    if len(row) == 0:
+        raise ValueError("runQueryValue: the statement returned a row of no column, so "
+                         "there is no first column to give; use runQueryRow or runQuery")
+    return row[0]
 
 
 def _first_row(cursor: Cursor, driver: Driver, sql: Any, params: Any) -> Any:

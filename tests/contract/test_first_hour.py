@@ -429,6 +429,23 @@ async def test_run_query_row_and_value_on_the_database_and_on_a_handle(db):
         await ev(tx.rollback())
 
 
+@pytest.mark.parametrize("driver", ["psycopg2", "psycopg"])
+async def test_run_query_value_of_a_row_of_no_column_names_the_problem(front, driver):
+    """PostgreSQL's ``select`` of nothing gives one row of no column: ``runQueryValue``
+    has no first column to give and says so (it raised a bare IndexError)."""
+    require_server("postgresql")
+    db = FRONTS[front](psycopg_url() if driver == "psycopg" else URLS["postgresql"],
+                       pool_size=1)
+    try:
+        assert await ev(db.runQueryRow("select")) == ()
+        with pytest.raises(ValueError, match="row of no column"):
+            await ev(db.runQueryValue("select"))
+        assert await ev(db.runQueryValue("select 1 where false")) is None
+        assert await ev(db.runQueryValue("select 2")) == 2  # the connection serves on
+    finally:
+        await close(db)
+
+
 # -- 11. runInteraction refuses a coroutine function -----------------------------------------
 
 async def test_run_interaction_refuses_a_coroutine_function_before_anything_runs(db):
