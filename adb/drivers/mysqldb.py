@@ -51,6 +51,16 @@ class MySQLdbDriver(MySQLDriver):
             keep_alive(sock)  # a duplicate descriptor are the connection's socket's
         return conn
 
+    def connect(self) -> Connection:
+        """One connection set up, its socket and server read now (``remember``): the
+        adbapi drop-in's native sessions open mysqlclient's own ``Connection``
+        (``drivers._native``), which ``peer_gone``, ``side_of`` and ``cut`` read as
+        they read adb's."""
+        conn = super().connect()
+        if not hasattr(conn, "_adb_fd"):
+            remember(conn)
+        return conn
+
     def is_closed(self, conn: Connection) -> bool:
         return not conn.open
 
@@ -108,8 +118,7 @@ def adb_connection(cls: Any) -> Any:
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
-            self._adb_fd: int = super().fileno()
-            self._adb_side = Side(self.host, self.port, self.thread_id())
+            remember(self, super().fileno())
 
         def fileno(self) -> int:
             """The socket's descriptor from any thread; -1 once closed (the number may
@@ -147,6 +156,15 @@ def adb_connection(cls: Any) -> Any:
     AdbConnection.__name__ = AdbConnection.__qualname__ = cls.__name__
     AdbConnection.__module__ = cls.__module__
     return AdbConnection
+
+
+def remember(conn: Any, fd: Optional[int] = None) -> None:
+    """Keep on ``conn`` what other threads read while its call runs, which
+    mysqlclient's own methods then refuse: its socket's descriptor (``_adb_fd``,
+    ``fd`` or its ``fileno()``) and its server and connection id (``_adb_side``).
+    Read in the thread that opened it, before any call."""
+    conn._adb_fd = conn.fileno() if fd is None else fd
+    conn._adb_side = Side(conn.host, conn.port, conn.thread_id())
 
 
 DRIVER = MySQLdbDriver

@@ -139,3 +139,37 @@ def test_the_c_client_is_asked_for_a_next_result_only_when_one_is_left(url):
         theirs.cursor().execute("drop procedure if exists adb_two_sets")
         ours.close()
         theirs.close()
+
+
+def test_the_drop_ins_own_connections_are_read_as_adbs_are(url):
+    """The adbapi drop-in's native sessions open mysqlclient's own ``Connection``
+    (exactly as ``MySQLdb.connect`` makes it). The driver reads them as it reads
+    adb's: the connection's id (a cancel's), whether its peer is gone (the liveness
+    check of a connection left idle), its socket (a cut). Before, each read raised
+    AttributeError on those connections: the endings checker found every call after
+    a server-side ``KILL`` failing so on the drop-in."""
+    import importlib
+
+    from adb import drivers
+    from adb.url import parse_url
+
+    plain = importlib.import_module("MySQLdb.connections").Connection
+    driver: Any = drivers.load(parse_url(url), None, None, native=True)
+    conn = driver.connect()
+    try:
+        assert type(conn) is plain  # the module's own, not adb's subclass
+        ident = conn.thread_id()
+        assert driver.side_of(conn).thread_id == ident
+        assert not driver.peer_gone(conn)
+        admin = adb.sync.Database(url, pool_size=1)
+        try:
+            admin.runOperation(f"KILL CONNECTION {ident}")
+            deadline = time.monotonic() + 10
+            while not driver.peer_gone(conn):  # the server's close reaches the socket
+                assert time.monotonic() < deadline, "the killed connection never read as gone"
+                time.sleep(0.01)
+        finally:
+            admin.close()
+        driver.cut(conn)  # a cut of a dead connection's socket is harmless
+    finally:
+        driver.close(conn)
