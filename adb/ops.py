@@ -37,18 +37,14 @@ def query(cursor: Cursor, driver: Driver, sql: Any, params: Any,
         cursor.execute(sql, params)
     if not returns_rows(cursor, driver):
         return []
-    rows = driver.fetchall(cursor)
-    # tuples, the default, need no description: psycopg 3 builds one at every read
-    return row_factory(None if row_factory is tuple_row else cursor.description, rows)
+    return shaped(row_factory, cursor, driver.fetchall(cursor))
 
 
 def query_row(cursor: Cursor, driver: Driver, sql: Any, params: Any,
               row_factory: RowFactory) -> Any:
     """Execute and give the first row (shaped by the row factory), or None."""
     row = _first_row(cursor, driver, sql, params)
-    if row is None:
-        return None
-    return row_factory(None if row_factory is tuple_row else cursor.description, [row])[0]
+    return None if row is None else shaped(row_factory, cursor, [row])[0]
 
 
 def query_value(cursor: Cursor, driver: Driver, sql: Any, params: Any,
@@ -72,6 +68,12 @@ def _first_row(cursor: Cursor, driver: Driver, sql: Any, params: Any) -> Any:
     else:
         cursor.execute(sql, params)
     return cursor.fetchone() if returns_rows(cursor, driver) else None
+
+
+def shaped(row_factory: RowFactory, cursor: Cursor, rows: Sequence[Any]) -> list[Any]:
+    """``rows`` of ``cursor`` shaped by ``row_factory``. Tuples, the default, get no
+    description: psycopg 3 builds one at every read."""
+    return row_factory(None if row_factory is tuple_row else cursor.description, rows)
 
 
 def returns_rows(cursor: Cursor, driver: Driver) -> bool:

@@ -587,7 +587,7 @@ class Session:
             raise InterfaceError("the stream is closed")
         rows = self._driver.fetch_stream(stream.cursor, size)
         done = len(rows) < size
-        shaped = factory(stream.cursor.description, rows) if rows else []
+        shaped = ops.shaped(factory, stream.cursor, rows) if rows else []
         if done:
             self.end_stream(exhausted=True)
         return Batch(shaped, done)
